@@ -1,0 +1,165 @@
+"""The check registry: each kind of check is a small function from (context, spec) to a result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from .cases import Call
+from .compare import Mismatch, compare_tensors
+from .observation import Outcome, judge_case
+from .report import CheckResult
+from .spec import CheckSpec, FunctionSpec, Tolerance
+from .verdicts import Verdict
+
+
+class LearnerFailure(Exception):
+    """The learner's side could not produce an observation: it raised, hung, crashed or sent garbage."""
+
+    def __init__(self, verdict: Verdict, message: str) -> None:
+        super().__init__(message)
+        self.verdict, self.message = verdict, message
+
+
+class Context(Protocol):
+    """What a check may ask of the judge; implemented by `judge.Grading`."""
+
+    def cases(self, check: CheckSpec) -> list[Call]: ...
+    def expected(self, check: CheckSpec, index: int, call: Call) -> dict: ...
+    def observe(self, call: Call) -> dict: ...
+    def signatures(self) -> dict: ...
+    def functions(self) -> list[FunctionSpec]: ...
+    def tolerances(self) -> dict[str, Tolerance]: ...
+    def learner_series(self) -> dict[str, torch.Tensor]: ...
+    def reference_series(self) -> dict[str, torch.Tensor]: ...
+
+
+CheckFunction = Callable[[Context, CheckSpec], "Tally"]
+REGISTRY: dict[str, CheckFunction] = {}
+
+
+def register(kind: str) -> Callable[[CheckFunction], CheckFunction]:
+    def add(function: CheckFunction) -> CheckFunction:
+        if kind in REGISTRY:
+            raise ValueError(f"check kind {kind!r} registered twice")
+        REGISTRY[kind] = function
+        return function
+
+    return add
+
+
+@dataclass
+class Tally:
+    """Per-case outcomes of one check, in order."""
+
+    outcomes: list[tuple[str, bool, Outcome]]  # (case label, hidden, outcome)
+
+    def result(self, check: CheckSpec, duration_s: float) -> CheckResult:
+        total = len(self.outcomes)
+        passed = sum(o.verdict == Verdict.PASS for _, _, o in self.outcomes)
+        failures = [(label, hidden, o) for label, hidden, o in self.outcomes if o.verdict != Verdict.PASS]
+        if not failures:
+            verdict = Verdict.PASS
+            message = learner = f"all {total} cases passed" if total != 1 else "passed"
+        else:
+            label, hidden, first = failures[0]
+            verdict = first.verdict
+            evidence = first.mismatch or Mismatch("failed", "failed")
+            head = f"{passed}/{total} cases passed. " if total > 1 else ""
+            message = f"{head}First failure, case '{label}': {evidence.message}"
+            learner = f"{head}First failure: {evidence.learner_message}" if hidden else message
+        score = round(check.points * passed / total, 6) if total else 0.0
+        return CheckResult(
+            id=check.id, title=check.title, verdict=verdict, score=score, max_score=check.points,
+            message=message, learner_message=learner, duration_s=round(duration_s, 4),
+            cases_passed=passed, cases_total=total, visibility=check.visibility,
+        )
+
+
+def run_check(ctx: Context, check: CheckSpec) -> CheckResult:
+    start = time.perf_counter()
+    tally = REGISTRY[check.kind](ctx, check)
+    return tally.result(check, time.perf_counter() - start)
+
+
+def _mismatch(text: str) -> Mismatch:
+    return Mismatch(text, text)
+
+
+@register("signature")
+def check_signatures(ctx: Context, check: CheckSpec) -> Tally:
+    found = ctx.signatures()
+    outcomes = []
+    for function in ctx.functions():
+        problem = _signature_problem(function, found.get(function.name))
+        outcome = Outcome(Verdict.PASS) if problem is None else Outcome(Verdict.FAIL, _mismatch(problem))
+        outcomes.append((function.name, False, outcome))
+    return Tally(outcomes)
+
+
+def _signature_problem(function: FunctionSpec, info: dict | None) -> str | None:
+    expected = f"expected `{function.signature}`"
+    if info is None:
+        return f"{function.name} is not defined in your file; {expected}"
+    if not info.get("callable"):
+        return f"{function.name} is a {info.get('type')}, not a function; {expected}"
+    params = info.get("params")
+    if not isinstance(params, list):
+        return None  # a callable whose signature cannot be read (a builtin, a C extension): let the calls decide
+    by_name = {p.get("name"): p for p in params if isinstance(p, dict)}
+    takes_kwargs = any(p.get("kind") == "VAR_KEYWORD" for p in by_name.values())
+    missing = [n for n in function.params if n not in by_name and not takes_kwargs]
+    if missing:
+        return f"{function.name} has no parameter named {', '.join(missing)}; {expected}"
+    positional_only = [n for n in function.params if by_name.get(n, {}).get("kind") == "POSITIONAL_ONLY"]
+    if positional_only:
+        return f"{function.name}: {', '.join(positional_only)} must be passable by keyword; {expected}"
+    extra = [n for n, p in by_name.items() if n not in function.params and not p.get("has_default")
+             and p.get("kind") not in ("VAR_POSITIONAL", "VAR_KEYWORD")]
+    if extra:
+        return f"{function.name} requires extra parameters {', '.join(extra)}; {expected}"
+    return None
+
+
+@register("differential")
+def check_differential(ctx: Context, check: CheckSpec) -> Tally:
+    outcomes: list[tuple[str, bool, Outcome]] = []
+    calls = ctx.cases(check)
+    for index, call in enumerate(calls):
+        want = ctx.expected(check, index, call)
+        try:
+            got = ctx.observe(call)
+        except LearnerFailure as failure:
+            outcomes.append((call.label, call.hidden, Outcome(failure.verdict, _mismatch(failure.message))))
+            if failure.verdict in (Verdict.TIMEOUT, Verdict.SKIPPED):
+                # one hang is enough evidence; do not spend the budget hanging on every case
+                rest = Outcome(failure.verdict, _mismatch("not run after an earlier case " + str(failure.verdict)))
+                outcomes += [(c.label, c.hidden, rest) for c in calls[index + 1:]]
+                break
+            continue
+        outcomes.append((call.label, call.hidden, judge_case(
+            call.function, call.kwargs, got, want, check.compare, ctx.tolerances())))
+    return Tally(outcomes)
+
+
+@register("experiment")
+def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
+    try:
+        got = ctx.learner_series()
+    except LearnerFailure as failure:
+        return Tally([(name, False, Outcome(failure.verdict, _mismatch(failure.message))) for name in check.series])
+    want = ctx.reference_series()
+    tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+    outcomes = []
+    for name in check.series:
+        value = got.get(name)
+        if value is None:
+            mismatch: Mismatch | None = _mismatch(f"the experiment returned no tensor named {name!r}")
+        else:
+            mismatch = compare_tensors(name, value, want[name], tol)
+        outcomes.append((name, False, Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)))
+    return Tally(outcomes)

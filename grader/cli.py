@@ -1,0 +1,75 @@
+"""Command line: grade, grade-all, previews and validate. Heavy imports wait until a command needs them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .verdicts import ExitCode
+
+EPILOG = "exit codes: " + ", ".join(f"{code.value} {code.name.lower()}" for code in ExitCode)
+
+
+def _limit_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("limits (defaults from the problem spec)")
+    group.add_argument("--call-timeout", type=float, metavar="S", help="wall time per call")
+    group.add_argument("--budget", type=float, metavar="S", help="wall time for the whole submission")
+    group.add_argument("--import-timeout", type=float, metavar="S")
+    group.add_argument("--cpu-time", type=int, metavar="S", help="CPU seconds per worker")
+    group.add_argument("--memory-mb", type=int, metavar="MB", help="address space per worker")
+    group.add_argument("--output-kb", type=int, metavar="KB", help="output kept per stream")
+    group.add_argument("--file-size-mb", type=int, metavar="MB")
+    group.add_argument("--max-processes", type=int, metavar="N")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="paperleet", description="Grade PyTorch implementations of paper "
+                                     "equations against a hidden reference.", epilog=EPILOG)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    grade = commands.add_parser("grade", help="grade one submission file", epilog=EPILOG)
+    grade.add_argument("file", type=Path)
+    grade.add_argument("--problem", required=True)
+    grade.add_argument("--out", type=Path, help="report folder (default artifacts/ID/<file stem>/)")
+    grade.add_argument("--seed", type=int, help="grading seed (default: the problem's hidden seed)")
+    _limit_options(grade)
+
+    grade_all = commands.add_parser("grade-all", help="grade every *.py in a folder", epilog=EPILOG)
+    grade_all.add_argument("--problem", required=True)
+    grade_all.add_argument("--submissions", type=Path, help="default submissions/ID/")
+    grade_all.add_argument("--out", type=Path, help="default artifacts/ID/")
+    grade_all.add_argument("--jobs", type=int, default=0, help="parallel workers (default: CPU count)")
+    grade_all.add_argument("--seed", type=int)
+    _limit_options(grade_all)
+
+    previews = commands.add_parser("previews", help="draw the reference's T3 plots", epilog=EPILOG)
+    previews.add_argument("--problem", required=True)
+    previews.add_argument("--out", type=Path, help="default artifacts/previews/ID/")
+
+    validate = commands.add_parser("validate", help="prove the checks against the reference and known-wrong "
+                                   "solutions", epilog=EPILOG)
+    validate.add_argument("--problem", required=True)
+    validate.add_argument("--jobs", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import commands  # noqa: PLC0415 - keeps `--help` free of torch's import time
+    from .spec import SpecError
+
+    try:
+        return int(commands.dispatch(args))
+    except SpecError as exc:
+        print(f"paperleet: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except commands.UsageError as exc:
+        print(f"paperleet: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except Exception as exc:  # noqa: BLE001 - a harness bug is a judge error, never a learner's lost points
+        import traceback
+
+        traceback.print_exc()
+        print(f"paperleet: judge error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return int(ExitCode.JUDGE_ERROR)

@@ -1,0 +1,140 @@
+"""The work behind each CLI command: grade, grade-all, previews, validate."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shlex
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .judge import Expectations, Graded, grade
+from .plots import draw
+from .problem import PROJECT_ROOT, Problem
+from .report import Report, write_atomic, write_report
+from .spec import Limits
+from .summary import print_class_table, print_report
+from .validate import run_validation
+from .verdicts import ExitCode, Status, Verdict
+
+LIMIT_FIELDS = {
+    "call_timeout": "call_timeout_s", "budget": "submission_budget_s", "import_timeout": "import_timeout_s",
+    "cpu_time": "cpu_time_s", "memory_mb": "memory_mb", "output_kb": "output_kb",
+    "file_size_mb": "file_size_mb", "max_processes": "max_processes",
+}
+
+
+class UsageError(Exception):
+    """The command line asked for something that cannot be done; the message says what was expected."""
+
+
+def limits_from(args: argparse.Namespace, base: Limits) -> Limits:
+    changes = {field: getattr(args, name) for name, field in LIMIT_FIELDS.items() if getattr(args, name, None)}
+    return Limits.model_validate({**base.model_dump(), **changes}) if changes else base
+
+
+def artifacts_dir() -> Path:
+    return Path(os.environ.get("PAPERLEET_ARTIFACTS", PROJECT_ROOT / "artifacts"))
+
+
+def write_outputs(problem: Problem, graded: Graded, out_dir: Path) -> Report:
+    """Plots first, then the report, atomically, once every process of the submission is gone."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for plot in problem.spec.plots:
+        (out_dir / plot.file).unlink(missing_ok=True)
+    report = graded.report
+    if graded.series:
+        report.artifacts = draw(problem.spec.plots, graded.series, out_dir, note="drawn from your functions")
+    write_report(report, out_dir / "report.json")
+    return report
+
+
+def _command(problem: Problem, file: Path, seed: int) -> str:
+    return shlex.join(["python", "-m", "grader", "grade", str(file), "--problem", problem.id, "--seed", str(seed)])
+
+
+def cmd_grade(args: argparse.Namespace) -> ExitCode:
+    problem = Problem(args.problem)
+    if not args.file.is_file():
+        raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
+    seed = problem.grading_seeds[0] if args.seed is None else args.seed
+    out = args.out or artifacts_dir() / problem.id / args.file.stem
+    graded = grade(problem, args.file, seed, limits_from(args, problem.spec.limits),
+                   command=_command(problem, args.file, seed))
+    report = write_outputs(problem, graded, out)
+    print_report(report, out / "report.json")
+    return exit_code([report])
+
+
+def exit_code(reports: list[Report]) -> ExitCode:
+    judge_failed = any(r.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in r.checks())
+                       for r in reports)
+    return ExitCode.JUDGE_ERROR if judge_failed else ExitCode.OK
+
+
+def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int,
+               out_of: Callable[[Path], Path] | None = None, progress: Callable[[Report], None] | None = None,
+               ) -> list[Report]:
+    expectations = Expectations(problem, seed)
+
+    def one(file: Path) -> Report:
+        graded = grade(problem, file, seed, limits, expectations=expectations,
+                       command=_command(problem, file, seed))
+        report = write_outputs(problem, graded, out_of(file)) if out_of else graded.report
+        if progress:
+            progress(report)
+        return report
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, files))
+
+
+def write_summary(reports: list[Report], path: Path) -> None:
+    rows = [["submission", "status", "score", "max_score", "T0", "T1", "T2", "T3", "duration_s"]]
+    for r in sorted(reports, key=lambda r: r.submission):
+        tiers = {t.tier: t.score for t in r.tiers}
+        rows.append([r.submission, r.status, f"{r.score:g}", f"{r.max_score:g}",
+                     *(f"{tiers.get(t, 0):g}" for t in ("T0", "T1", "T2", "T3")), f"{r.duration_s:.2f}"])
+    import io
+
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    write_atomic(path, buffer.getvalue())
+
+
+def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
+    problem = Problem(args.problem)
+    folder = args.submissions or PROJECT_ROOT / "submissions" / problem.id
+    files = sorted(p for p in folder.glob("*.py") if p.is_file())
+    if not files:
+        raise UsageError(f"{folder}: no *.py submissions found; expected files like {folder}/<learner>.py")
+    out = args.out or artifacts_dir() / problem.id
+    seed = problem.grading_seeds[0] if args.seed is None else args.seed
+    reports = grade_many(problem, files, seed, limits_from(args, problem.spec.limits), args.jobs,
+                         out_of=lambda f: out / f.stem)
+    write_summary(reports, out / "summary.csv")
+    print_class_table(reports, out / "summary.csv")
+    return exit_code(reports)
+
+
+def cmd_previews(args: argparse.Namespace) -> ExitCode:
+    problem = Problem(args.problem)
+    out = args.out or artifacts_dir() / "previews" / problem.id
+    series = Expectations(problem, problem.spec.public_seed).series()
+    written = draw(problem.spec.plots, series, out, note="reference preview")
+    print(f"wrote {len(written)} previews to {out}: {', '.join(written)}")
+    return ExitCode.OK
+
+
+def cmd_validate(args: argparse.Namespace) -> ExitCode:
+    problem = Problem(args.problem)
+    ok = run_validation(problem, lambda files, seed: grade_many(
+        problem, files, seed, problem.spec.limits, args.jobs))
+    return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
+
+
+def dispatch(args: argparse.Namespace) -> ExitCode:
+    handlers = {"grade": cmd_grade, "grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
+    return handlers[args.command](args)

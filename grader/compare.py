@@ -1,0 +1,80 @@
+"""Comparators: decide whether an observed value matches the expected one, and say why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .spec import Tolerance
+
+MAX_ELEMENTS = 1 << 24  # a returned tensor larger than this is refused before any arithmetic
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Evidence of a failed comparison: a sentence a learner can act on, and the hidden-safe version."""
+
+    message: str
+    learner_message: str
+
+
+def _index(flat: int, shape: torch.Size) -> str:
+    if not shape:
+        return ""
+    coords = []
+    for size in reversed(shape):
+        coords.append(flat % size)
+        flat //= size
+    return "[" + ", ".join(str(c) for c in reversed(coords)) + "]"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.10g}"
+
+
+def compare_tensors(
+    name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None, hint: str = ""
+) -> Mismatch | None:
+    """Elementwise comparison, NaN matching NaN and inf matching inf of the same sign; tol None means bitwise."""
+    if got.shape != want.shape:
+        text = f"{name}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
+        return Mismatch(text, text)
+    if got.numel() > MAX_ELEMENTS:
+        text = f"{name}: {got.numel()} elements is too large to compare"
+        return Mismatch(text, text)
+    g = got.detach().to(torch.float64) if got.is_floating_point() or want.is_floating_point() else got.detach()
+    w = want.detach().to(g.dtype)
+    both_nan = torch.isnan(g) & torch.isnan(w) if g.is_floating_point() else torch.zeros_like(g, dtype=torch.bool)
+    if tol is None:
+        same = (g == w) | both_nan
+        if g.is_floating_point():  # bitwise: 0.0 and -0.0 count as equal, as torch.equal does
+            same &= ~(torch.isnan(g) ^ torch.isnan(w))
+    else:
+        finite_close = torch.isclose(g, w, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+        same = finite_close | both_nan
+    if bool(same.all()):
+        return None
+    bad = int((~same).reshape(-1).nonzero()[0])
+    expected, actual = float(w.reshape(-1)[bad]), float(g.reshape(-1)[bad])
+    where = f"{name}{_index(bad, got.shape)}"
+    err = abs(actual - expected)
+    count = int((~same).sum())
+    detail = f"expected {_fmt(expected)}, got {_fmt(actual)}"
+    if err == err and err != float("inf"):
+        detail += f" (abs err {err:.3g}{f', rel err {err / abs(expected):.3g}' if expected else ''})"
+    bound = "bitwise" if tol is None else f"rtol {tol.rtol:g}, atol {tol.atol:g}"
+    text = f"{where}: {detail}; {count} of {got.numel()} elements differ ({bound}){hint}"
+    return Mismatch(text, f"{name}: {count} of {got.numel()} elements differ from the expected values ({bound})")
+
+
+def describe_kind(obs: dict[str, Any]) -> str:
+    kind = obs.get("kind")
+    if kind == "tensor":
+        return "a torch.Tensor"
+    if kind == "python":
+        return f"a Python {obs.get('type')}"
+    if kind == "sequence":
+        return f"a {obs.get('type')} of {len(obs.get('items', []))} items"
+    return f"a {obs.get('type', 'value of unknown type')}"

@@ -1,0 +1,276 @@
+"""Grade one submission: run every check against a sandboxed worker and assemble the report."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import __version__
+from .cases import Call, generator_for
+from .checks import REGISTRY, LearnerFailure, run_check
+from .observation import Malformed, sanitize
+from .problem import Problem
+from .report import CheckResult, Report, TierResult, Versions
+from .sandbox import Box, Level, Slot, best_level
+from .session import Worker, WorkerCrashed, WorkerTimeout
+from .spec import CheckSpec, FunctionSpec, Limits, Tolerance
+from .verdicts import Status, Verdict
+from .worker import protocol
+
+
+@dataclass
+class Expectations:
+    """Reference/oracle observations and series for one problem and seed, computed once in the judge."""
+
+    problem: Problem
+    seed: int
+    _cases: dict[str, list[Call]] = field(default_factory=dict)
+    _observations: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    _series: dict[str, torch.Tensor] | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def cases(self, name: str) -> list[Call]:
+        with self._lock:
+            return self._cases_locked(name)
+
+    def _cases_locked(self, name: str) -> list[Call]:
+        if name not in self._cases:
+            self._cases[name] = self.problem.case_generator(name)(generator_for(self.seed, name))
+        return self._cases[name]
+
+    def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
+        with self._lock:
+            return self._observation_locked(source, name, index)
+
+    def _observation_locked(self, source: str, name: str, index: int) -> dict[str, Any]:
+        key = (source, name)
+        if key not in self._observations:
+            functions = self.problem.oracle if source == "oracle" else self.problem.reference
+            self._observations[key] = [
+                protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
+                for c in self.cases(name)
+            ]
+        return self._observations[key][index]
+
+    def series(self) -> dict[str, torch.Tensor]:
+        with self._lock:
+            return self._series_locked()
+
+    def _series_locked(self) -> dict[str, torch.Tensor]:
+        if self._series is None:
+            raw = self.problem.experiment_module.run(**self.problem.reference)
+            self._series = {k: v.detach().clone() for k, v in raw.items()}
+        return self._series
+
+
+class Grading:
+    """One submission's grading: the worker it talks to, its budget, and the Context checks use."""
+
+    def __init__(self, problem: Problem, submission: Path, expectations: Expectations, limits: Limits,
+                 level: Level) -> None:
+        self.problem, self.submission, self.expect, self.limits = problem, submission, expectations, limits
+        self.level = level
+        self.slot = Slot()
+        self.box = Box(submission, problem.experiment_path, limits, level, self.slot)
+        self.deadline = time.monotonic() + limits.submission_budget_s
+        self.worker: Worker | None = None
+        self.hello: dict[str, Any] = {}
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._series: dict[str, torch.Tensor] | None = None
+        self._series_failure: LearnerFailure | None = None
+
+    # ------------------------------------------------------------------ worker lifecycle
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def start(self) -> Status:
+        """Start a worker and wait for its import; the status says how the import went."""
+        self.worker = Worker(self.box, [f.name for f in self.problem.spec.functions])
+        timeout = min(self.limits.import_timeout_s, max(self.remaining(), 0.1))
+        try:
+            hello = self.worker.receive(timeout)
+        except WorkerTimeout:
+            self.stop()
+            return Status.IMPORT_TIMEOUT if self.remaining() > 0 else Status.BUDGET_EXCEEDED
+        except WorkerCrashed as exc:
+            self.hello = {"op": "import_crashed", "message": str(exc)}
+            self.stop()
+            return Status.IMPORT_CRASHED
+        self.hello = hello
+        if hello.get("op") != "ready" or not isinstance(hello.get("functions"), dict):
+            self.stop()
+            return Status.IMPORT_ERROR
+        return Status.GRADED
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.stdout.append(self.worker.stdout.text())
+            self.stderr.append(self.worker.stderr.text())
+            self.worker = None
+
+    def _request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if self.remaining() <= 0:
+            raise LearnerFailure(Verdict.SKIPPED, "the submission's time budget ran out before this case")
+        if self.worker is None and self.start() != Status.GRADED:
+            raise LearnerFailure(Verdict.CRASHED, "the worker could not be restarted after an earlier failure")
+        assert self.worker is not None
+        timeout = min(timeout_s, self.remaining())
+        try:
+            return self.worker.request(message, timeout)
+        except WorkerTimeout:
+            self.stop()
+            if self.remaining() <= 0:
+                raise LearnerFailure(Verdict.TIMEOUT, "the submission's time budget ran out during this call") from None
+            raise LearnerFailure(Verdict.TIMEOUT, f"no answer within {timeout:.3g} s (infinite loop?)") from None
+        except WorkerCrashed as exc:
+            self.stop()
+            raise LearnerFailure(Verdict.CRASHED, f"the worker process died during this call: {exc}") from None
+
+    # ------------------------------------------------------------------ Context
+    def cases(self, check: CheckSpec) -> list[Call]:
+        assert check.cases is not None
+        return self.expect.cases(check.cases)
+
+    def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]:
+        assert check.cases is not None
+        return self.expect.observation(check.expected, check.cases, index)
+
+    def observe(self, call: Call) -> dict[str, Any]:
+        answer = self._request(call.request(), self.limits.call_timeout_s)
+        if answer.get("op") == "missing":
+            raise LearnerFailure(Verdict.ERROR, f"{call.function} is not defined in your file")
+        try:
+            return sanitize(answer)
+        except Malformed as exc:
+            raise LearnerFailure(Verdict.FAIL, f"the call's result could not be accepted: {exc}") from None
+
+    def signatures(self) -> dict[str, Any]:
+        return dict(self.hello.get("functions", {}))
+
+    def functions(self) -> list[FunctionSpec]:
+        return self.problem.spec.functions
+
+    def tolerances(self) -> dict[str, Tolerance]:
+        return dict(self.problem.spec.tolerances)
+
+    def learner_series(self) -> dict[str, torch.Tensor]:
+        if self._series_failure is not None:
+            raise self._series_failure
+        if self._series is None:
+            try:
+                self._series = self._fetch_series()
+            except LearnerFailure as failure:
+                self._series_failure = failure
+                raise
+        return self._series
+
+    def _fetch_series(self) -> dict[str, torch.Tensor]:
+        answer = self._request({"op": "experiment"}, self.limits.experiment_timeout_s)
+        if "raised" in answer:
+            raised = answer["raised"]
+            text = f"{raised.get('type')}: {raised.get('message')}" if isinstance(raised, dict) else "an exception"
+            raise LearnerFailure(Verdict.ERROR, f"the toy experiment raised {text}")
+        series = answer.get("series")
+        if not isinstance(series, dict):
+            raise LearnerFailure(Verdict.FAIL, "the toy experiment returned no series")
+        clean: dict[str, torch.Tensor] = {}
+        for name, desc in series.items():
+            if isinstance(desc, dict) and desc.get("kind") == "tensor" and type(desc.get("value")) is torch.Tensor:
+                value = desc["value"]
+                if value.dim() == 1 and value.numel() <= 1 << 20 and value.is_floating_point():
+                    clean[str(name)] = value
+        return clean
+
+    def reference_series(self) -> dict[str, torch.Tensor]:
+        return self.expect.series()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def import_failure_message(status: Status, hello: dict[str, Any], submission: Path, limits: Limits) -> str:
+    if status == Status.IMPORT_TIMEOUT:
+        return f"importing {submission.name} did not finish within {limits.import_timeout_s:g} s"
+    if status == Status.IMPORT_CRASHED:
+        return f"the worker died while importing {submission.name}: {hello.get('message')}"
+    if status == Status.BUDGET_EXCEEDED:
+        return "the submission's time budget ran out during import"
+    line = f" line {hello['line']}" if hello.get("line") else ""
+    return f"importing {submission.name} failed at{line or ' import'}: {hello.get('type')}: {hello.get('message')}"
+
+
+@dataclass(frozen=True)
+class Graded:
+    report: Report
+    series: dict[str, torch.Tensor] | None  # the learner's toy-experiment series, for plots
+
+
+def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None = None,
+          expectations: Expectations | None = None, level: Level | None = None,
+          command: str = "") -> Graded:
+    """Grade `submission` against `problem`; every process of the submission is gone when this returns."""
+    limits = limits or problem.spec.limits
+    expectations = expectations or Expectations(problem, seed)
+    started = time.perf_counter()
+    grading = Grading(problem, submission, expectations, limits, level or best_level())
+    results: list[CheckResult] = []
+    try:
+        status = grading.start()
+        if status != Status.GRADED:
+            why = import_failure_message(status, grading.hello, submission, limits)
+            results = [_skipped(c, why) for c in problem.spec.checks]
+        else:
+            why = ""
+            for check in problem.spec.checks:
+                results.append(run_check(grading, check))
+            if any(r.verdict in (Verdict.SKIPPED,) for r in results) or grading.remaining() <= 0:
+                status = Status.BUDGET_EXCEEDED
+    finally:
+        grading.stop()
+        grading.slot.release()
+        grading.box.cleanup()
+    report = _assemble(problem, submission, seed, status, results, grading, why, time.perf_counter() - started,
+                       command)
+    return Graded(report, grading._series)
+
+
+def _skipped(check: CheckSpec, why: str) -> CheckResult:
+    return CheckResult(id=check.id, title=check.title, verdict=Verdict.SKIPPED, score=0.0,
+                       max_score=check.points, message=why, learner_message=why, duration_s=0.0,
+                       visibility=check.visibility)
+
+
+def _assemble(problem: Problem, submission: Path, seed: int, status: Status, results: list[CheckResult],
+              grading: Grading, message: str, duration: float, command: str) -> Report:
+    by_id = {r.id: r for r in results}
+    tiers = []
+    for tier in problem.spec.tiers:
+        checks = [by_id[c.id] for c in problem.spec.checks if c.tier == tier.id]
+        tiers.append(TierResult(tier=tier.id, title=tier.title, score=round(sum(c.score for c in checks), 6),
+                                max_score=tier.points, checks=checks))
+    return Report(
+        problem=problem.id, submission=submission.name, submission_sha256=_sha256(submission), status=status,
+        score=round(sum(t.score for t in tiers), 4), max_score=problem.spec.max_score, tiers=tiers,
+        artifacts=[], seed=seed,
+        versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
+        problem_hash=problem.content_hash,
+        command=command or shlex.join(["python", "-m", "grader", "grade", str(submission), "--problem",
+                                       problem.id, "--seed", str(seed)]),
+        isolation=grading.box.isolation(), stdout="".join(grading.stdout), stderr="".join(grading.stderr),
+        duration_s=round(duration, 3), message=message,
+    )
+
+
+def known_check_kinds() -> list[str]:
+    return sorted(REGISTRY)

@@ -1,0 +1,100 @@
+"""The report model (`report.json`, schema_version 1) and its atomic writer."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .verdicts import Status, Verdict
+
+SCHEMA_VERSION = 1
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckResult(Model):
+    id: str
+    title: str
+    verdict: Verdict
+    score: float
+    max_score: float
+    message: str
+    duration_s: float
+    cases_passed: int = 0
+    cases_total: int = 0
+    visibility: str = "visible"
+    learner_message: str = ""  # the message with hidden inputs and expected values left out
+
+
+class TierResult(Model):
+    tier: Literal["T0", "T1", "T2", "T3"]
+    title: str
+    score: float
+    max_score: float
+    checks: list[CheckResult]
+
+
+class Versions(Model):
+    python: str
+    torch: str
+    grader: str
+
+
+class Isolation(Model):
+    level: str  # "namespaces+uid", "user-namespace", "limits-only"
+    uid: int | None
+    namespaces: list[str]
+    filesystem: str
+    limits: dict[str, float]
+    notes: list[str] = []
+
+
+class Report(Model):
+    schema_version: int = SCHEMA_VERSION
+    problem: str
+    submission: str
+    submission_sha256: str
+    status: Status
+    score: float
+    max_score: float
+    tiers: list[TierResult]
+    artifacts: list[str]
+    seed: int
+    versions: Versions
+    problem_hash: str
+    command: str
+    isolation: Isolation | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    message: str = ""
+
+    def checks(self) -> list[CheckResult]:
+        return [check for tier in self.tiers for check in tier.checks]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(report: Report, path: Path) -> None:
+    write_atomic(path, report.model_dump_json(indent=2) + "\n")
+
+
+def load_report(path: Path) -> Report:
+    return Report.model_validate_json(path.read_text())

@@ -1,0 +1,79 @@
+"""Prove a problem's checks: the reference earns full marks on every hidden seed, and each known-wrong
+solution fails exactly the checks it declares (required) and no check outside its permitted list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from .problem import Problem
+from .report import Report
+from .verdicts import Verdict
+
+MIN_SEEDS = 5
+
+GradeMany = Callable[[list[Path], int], list[Report]]
+
+
+@dataclass(frozen=True)
+class Finding:
+    subject: str
+    problem: str
+
+
+def failed_checks(report: Report) -> set[str]:
+    return {c.id for c in report.checks() if c.verdict != Verdict.PASS}
+
+
+def reference_findings(problem: Problem, grade_many: GradeMany) -> list[Finding]:
+    seeds = problem.grading_seeds
+    findings = []
+    if len(seeds) < MIN_SEEDS:
+        findings.append(Finding("reference", f"needs at least {MIN_SEEDS} grading seeds, has {len(seeds)}"))
+    reference = problem.reference_dir / "reference.py"
+    for seed in seeds:
+        (report,) = grade_many([reference], seed)
+        if report.score != report.max_score:
+            lost = ", ".join(f"{c.id} ({c.message})" for c in report.checks() if c.verdict != Verdict.PASS)
+            findings.append(Finding("reference", f"seed {seed}: {report.score:g}/{report.max_score:g}; {lost}"))
+    return findings
+
+
+def wrong_findings(problem: Problem, grade_many: GradeMany) -> list[Finding]:
+    wrong = problem.known_wrong()
+    check_ids = {c.id for c in problem.spec.checks}
+    findings = []
+    for known in wrong:
+        unknown = (known.must_fail | known.may_fail) - check_ids
+        if unknown:
+            findings.append(Finding(known.path.name, f"header names unknown checks {sorted(unknown)}"))
+        if not known.must_fail:
+            findings.append(Finding(known.path.name, "declares no check it must fail"))
+    reports = grade_many([k.path for k in wrong], problem.grading_seeds[0])
+    for known, report in zip(wrong, reports, strict=True):
+        failed = failed_checks(report)
+        missed = known.must_fail - failed
+        extra = failed - known.must_fail - known.may_fail
+        if missed:
+            findings.append(Finding(known.path.name, f"passed checks it must fail: {sorted(missed)}"))
+        if extra:
+            detail = "; ".join(f"{c.id}: {c.message}" for c in report.checks() if c.id in extra)
+            findings.append(Finding(known.path.name, f"failed checks outside its declared lists: {detail}"))
+    return findings
+
+
+def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
+    console = Console(width=140)
+    findings = reference_findings(problem, grade_many) + wrong_findings(problem, grade_many)
+    count = len(problem.known_wrong())
+    if not findings:
+        console.print(f"[green]{problem.id}: valid[/] - reference full marks on {len(problem.grading_seeds)} seeds; "
+                      f"{count} known-wrong solutions fail exactly as declared")
+        return True
+    for finding in findings:
+        console.print(f"[red]{finding.subject}[/]: {finding.problem}")
+    console.print(f"[red]{problem.id}: {len(findings)} problem(s)[/]")
+    return False

@@ -1,0 +1,31 @@
+"""Closed vocabularies: check verdicts, submission statuses and CLI exit codes."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Verdict(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # the learner's code raised
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"  # the worker process died
+    SKIPPED = "skipped"  # not run: import failed or the budget ran out
+    JUDGE_ERROR = "judge_error"  # a bug of the harness, never the learner's fault
+
+
+class Status(enum.StrEnum):
+    GRADED = "graded"
+    IMPORT_ERROR = "import_error"
+    IMPORT_TIMEOUT = "import_timeout"
+    IMPORT_CRASHED = "import_crashed"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    JUDGE_ERROR = "judge_error"
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0  # grading finished, whatever the score
+    VALIDATION_FAILED = 1  # `validate`: the reference or a known-wrong solution misbehaved
+    JUDGE_ERROR = 3  # the harness itself failed; no learner lost points for it
+    USAGE = 4  # bad command line, unknown problem, unreadable file

@@ -1,0 +1,111 @@
+"""Runs UNTRUSTED learner code: import one submission, then answer the judge's requests until told to stop.
+
+Usage: python -m <worker package> CONFIG_JSON
+CONFIG_JSON holds: submission (path), functions (names), experiment (path or null),
+request_fd, response_fd, max_frame_bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = "1"  # before torch loads: BLAS/OpenMP pools stay single-threaded
+
+import importlib.util  # noqa: E402
+import inspect  # noqa: E402
+import traceback  # noqa: E402
+from types import ModuleType  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+
+from . import protocol  # noqa: E402
+
+SUBMISSION_MODULE = "paperleet_submission"  # fixed name: a file called torch.py or grader.py shadows nothing
+
+
+def load_module(name: str, path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def signature_of(obj: Any) -> dict[str, Any]:
+    if not callable(obj):
+        return {"callable": False, "type": type(obj).__qualname__}
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError) as exc:
+        return {"callable": True, "error": str(exc)[:200]}
+    return {
+        "callable": True,
+        "params": [
+            {"name": p.name, "kind": p.kind.name, "has_default": p.default is not inspect.Parameter.empty}
+            for p in params
+        ],
+    }
+
+
+def import_report(submission: str, functions: list[str]) -> tuple[ModuleType | None, dict[str, Any]]:
+    try:
+        module = load_module(SUBMISSION_MODULE, submission)
+    except SyntaxError as exc:
+        return None, {"op": "import_error", "type": "SyntaxError", "message": str(exc.msg), "line": exc.lineno}
+    except BaseException as exc:  # noqa: BLE001 - any failure at import is the learner's
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == submission]
+        line = frames[-1].lineno if frames else None
+        return None, {"op": "import_error", **protocol.describe_exception(exc), "line": line}
+    found = {name: signature_of(getattr(module, name)) for name in functions if hasattr(module, name)}
+    return module, {"op": "ready", "functions": found}
+
+
+def handle(request: dict[str, Any], module: ModuleType, config: dict[str, Any]) -> dict[str, Any]:
+    op = request.get("op")
+    if op == "call":
+        function = getattr(module, request["function"], None)
+        if function is None:
+            return {"op": "missing", "function": request["function"]}
+        return {"op": "observed", **protocol.observe_call(
+            function, request["kwargs"], list(request.get("requires_grad", [])), bool(request.get("backward"))
+        )}
+    if op == "experiment":
+        functions = {name: getattr(module, name) for name in config["functions"] if hasattr(module, name)}
+        try:
+            experiment = load_module("paperleet_experiment", config["experiment"])
+            series = experiment.run(**functions)
+        except BaseException as exc:  # noqa: BLE001
+            return {"op": "experiment", "raised": protocol.describe_exception(exc)}
+        return {"op": "experiment", "series": {str(k): protocol.describe(v) for k, v in dict(series).items()}}
+    return {"op": "error", "message": f"unknown op {op!r}"}
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    request_fd, response_fd = config["request_fd"], config["response_fd"]
+    module, hello = import_report(config["submission"], config["functions"])
+    protocol.write_frame(response_fd, hello)
+    if module is None:
+        return
+    while True:
+        try:
+            request = protocol.read_frame(request_fd, config["max_frame_bytes"])
+        except protocol.ProtocolError:
+            return  # the judge went away
+        if request.get("op") == "exit":
+            return
+        protocol.write_frame(response_fd, handle(request, module, config))
+
+
+if __name__ == "__main__":
+    main()
+    sys.stdout.flush()
+    os._exit(0)  # do not wait for threads the learner may have left running

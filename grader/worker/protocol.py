@@ -1,0 +1,137 @@
+"""Wire format between judge and worker, and the observation of one call, shared by both sides.
+
+Frames are an 8-byte big-endian length followed by a `torch.save` payload of plain data (dicts, lists,
+str, int, float, bool, None and plain tensors), read back with `weights_only=True` on either side.
+The judge runs the reference through the same `observe_call` so both are measured the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+HEADER = struct.Struct(">Q")
+MESSAGE_LIMIT_KEY = "max_frame_bytes"
+PYTHON_SCALARS = (bool, int, float, str, type(None))
+
+
+class ProtocolError(Exception):
+    """A frame could not be read: truncated, oversized or not plain data."""
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(dict(message), buffer)
+    payload = buffer.getvalue()
+    return HEADER.pack(len(payload)) + payload
+
+
+def decode(payload: bytes) -> dict[str, Any]:
+    try:
+        message = torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as exc:  # weights_only refuses anything but plain data
+        raise ProtocolError(f"unreadable frame: {type(exc).__name__}: {exc}"[:300]) from None
+    if not isinstance(message, dict):
+        raise ProtocolError("frame is not a dict")
+    return message
+
+
+def write_frame(fd: int, message: Mapping[str, Any]) -> None:
+    data = memoryview(encode(message))
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def read_exact(fd: int, size: int) -> bytes:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise ProtocolError("stream closed mid-frame")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, max_bytes: int) -> dict[str, Any]:
+    (size,) = HEADER.unpack(read_exact(fd, HEADER.size))
+    if size > max_bytes:
+        raise ProtocolError(f"frame of {size} bytes exceeds the {max_bytes}-byte limit")
+    return decode(read_exact(fd, size))
+
+
+# ----------------------------------------------------------------------------- observations
+
+
+def describe(value: Any) -> dict[str, Any]:
+    """Plain-data description of a returned value; tensors are copied out of any autograd graph."""
+    if type(value) is torch.Tensor:
+        return {
+            "kind": "tensor",
+            "value": value.detach().clone(),  # clone keeps dtype, shape and device
+            "requires_grad": bool(value.requires_grad),
+            "has_grad_fn": value.grad_fn is not None,
+            "device": str(value.device),
+        }
+    if isinstance(value, torch.Tensor):
+        return {"kind": "other", "type": f"Tensor subclass {type(value).__qualname__}"}
+    if isinstance(value, (tuple, list)):
+        return {"kind": "sequence", "type": type(value).__name__, "items": [describe(v) for v in value]}
+    if isinstance(value, PYTHON_SCALARS):
+        return {"kind": "python", "type": type(value).__name__, "value": value}
+    return {"kind": "other", "type": type(value).__qualname__}
+
+
+def describe_exception(exc: BaseException) -> dict[str, Any]:
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    return {"type": type(exc).__name__, "bases": names, "message": str(exc)[:500]}
+
+
+def _prepare_inputs(kwargs: Mapping[str, Any], requires_grad: list[str]) -> dict[str, Any]:
+    inputs = dict(kwargs)
+    for name in requires_grad:
+        inputs[name] = inputs[name].detach().requires_grad_(True)
+    return inputs
+
+
+def _backward(output: Any, inputs: Mapping[str, Any], requires_grad: list[str]) -> dict[str, Any]:
+    if type(output) is not torch.Tensor:
+        return {"backward_error": {"type": "TypeError", "bases": ["TypeError"], "message": "output is not a Tensor"}}
+    try:
+        (output if output.dim() == 0 else output.sum()).backward()
+    except BaseException as exc:  # noqa: BLE001 - any failure of backward is an observation
+        return {"backward_error": describe_exception(exc)}
+    grads = {}
+    for name in requires_grad:
+        grad = inputs[name].grad
+        grads[name] = None if grad is None else grad.detach().clone()
+    return {"grads": grads}
+
+
+def observe_call(
+    function: Callable[..., Any],
+    kwargs: Mapping[str, Any],
+    requires_grad: list[str],
+    backward: bool,
+) -> dict[str, Any]:
+    """Call `function(**kwargs)` and record what came back, what backward gave, and the inputs after."""
+    inputs = _prepare_inputs(kwargs, requires_grad)
+    observation: dict[str, Any] = {}
+    try:
+        output = function(**inputs)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from learner code is an observation too
+        observation["raised"] = describe_exception(exc)
+    else:
+        observation["output"] = describe(output)
+        if backward:
+            observation.update(_backward(output, inputs, requires_grad))
+    observation["inputs_after"] = {
+        name: value.detach() for name, value in inputs.items() if type(value) is torch.Tensor
+    }
+    return observation

@@ -1,0 +1,240 @@
+"""T3 toy experiment for glm5_offpolicy: a ratio sweep and a stale two-action bandit.
+
+The worker imports this module next to UNTRUSTED learner code and calls
+``run(masked_is_weights=..., offpolicy_loss=...)`` with either the learner's pair or the
+reference's. It therefore imports only torch and the standard library, calls the given
+functions by keyword, and returns plain detached float64 series; the trusted judge compares them.
+
+The bandit curves labelled uncorrected, clamped and on-policy use private helpers below, never
+the given functions, so they are identical for every submission and serve as fixed baselines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
+
+import torch
+from torch import Tensor
+
+DTYPE = torch.float64
+CLIP_LOW = 0.2
+CLIP_HIGH = 0.2
+
+SWEEP_POINTS = 401  # linspace(0.5, 1.5, 401) puts grid points 120 and 280 on 0.8 and 1.2
+SWEEP_ROLLOUT_LOGP = -1.0
+
+BANDIT_RESPONSES = 64
+BANDIT_UPDATES = 50
+BANDIT_LR = 0.5
+STALE_REFRESH_EVERY = 5  # the rollout snapshot is reused for this many updates
+
+FixedRule = Literal["uncorrected", "clamped", "strict"]
+
+
+# ---------------------------------------------------------------- output hygiene
+
+
+def _as_series(name: str, value: object, numel: int) -> Tensor:
+    """Turn a returned tensor into a plain, detached, contiguous 1-D float64 series."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+    if value.is_complex():
+        raise TypeError(f"{name}: expected a real floating Tensor, got dtype {value.dtype}")
+    if value.numel() != numel:
+        raise ValueError(f"{name}: expected {numel} elements, got shape {tuple(value.shape)}")
+    series = torch.as_tensor(value, dtype=DTYPE, device="cpu").detach().clone().reshape(-1)
+    # A learner's Tensor subclass must not cross the boundary; keep only the data.
+    return series.as_subclass(Tensor).contiguous()
+
+
+def _checked_weights(value: object, shape: tuple[int, ...]) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"masked_is_weights must return a torch.Tensor, got {type(value).__name__}")
+    if tuple(value.shape) != shape:
+        raise ValueError(f"masked_is_weights must return shape {list(shape)}, got {list(value.shape)}")
+    return value
+
+
+def _checked_loss(value: object) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"offpolicy_loss must return a torch.Tensor, got {type(value).__name__}")
+    if value.shape != ():
+        raise ValueError(f"offpolicy_loss must return a 0-dim Tensor, got shape {list(value.shape)}")
+    return value
+
+
+def _backward(loss: Tensor) -> None:
+    # A detached loss has no gradient to give; its leaves keep grad None and read as zero.
+    if loss.requires_grad:
+        loss.backward()
+
+
+def _grad_or_zeros(leaf: Tensor) -> Tensor:
+    return torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach()
+
+
+# ---------------------------------------------------------------- ratio sweep
+
+
+def _ratio_sweep(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+    n = SWEEP_POINTS
+    target_ratio = torch.linspace(0.5, 1.5, n, dtype=DTYPE)  # [N]
+    rollout_logp = torch.full((n, 1), SWEEP_ROLLOUT_LOGP, dtype=DTYPE)  # [N, 1]
+    logp = (SWEEP_ROLLOUT_LOGP + torch.log(target_ratio)).reshape(n, 1).requires_grad_(True)  # [N, 1]
+    advantages = torch.ones(n, dtype=DTYPE)  # [N]
+    mask = torch.ones((n, 1), dtype=torch.bool)  # [N, 1]
+
+    # The plotted x is the ratio the functions actually see, not the grid it was built from.
+    ratio = torch.exp(logp.detach() - rollout_logp)  # [N, 1]
+    weights = masked_is_weights(logp=logp, rollout_logp=rollout_logp, mask=mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+    weights = _checked_weights(weights, (n, 1))
+    loss = offpolicy_loss(
+        logp=logp,
+        rollout_logp=rollout_logp,
+        advantages=advantages,
+        mask=mask,
+        clip_low=CLIP_LOW,
+        clip_high=CLIP_HIGH,
+    )
+    _backward(_checked_loss(loss))
+    # One token per row and a 1/N mean: -N * dL/dlogp recovers each token's effective weight * A.
+    gradient = -n * _grad_or_zeros(logp)  # [N, 1]
+    return {
+        "sweep_ratio": _as_series("sweep_ratio", ratio, n),
+        "sweep_weights": _as_series("sweep_weights", weights, n),
+        "sweep_clamped": _as_series("sweep_clamped", ratio.clamp(1.0 - CLIP_LOW, 1.0 + CLIP_HIGH), n),
+        "sweep_gradient": _as_series("sweep_gradient", gradient, n),
+    }
+
+
+# ---------------------------------------------------------------- stale bandit
+
+
+# A NamedTuple, not a dataclass: the worker may exec this file without registering it in
+# sys.modules, and dataclasses then fail on postponed annotations.
+class _Rollout(NamedTuple):
+    """One frozen batch of single-token responses, padded to length 2."""
+
+    actions: Tensor  # [B] long
+    advantages: Tensor  # [B]
+    rollout_logp: Tensor  # [B, 2]; column 1 is NaN padding
+    mask: Tensor  # [B, 2] bool; column 1 is False
+
+
+def _collect_rollout(theta: Tensor) -> _Rollout:
+    """Sample deterministically from the snapshot policy: quantiles replace random draws."""
+    b = BANDIT_RESPONSES
+    snapshot_logp = torch.log_softmax(theta.detach(), dim=0)  # [2]
+    pi0 = torch.softmax(theta.detach(), dim=0)[0]
+    quantiles = (torch.arange(b, dtype=DTYPE) + 0.5) / b  # [B]
+    actions = torch.where(quantiles < pi0, 0, 1).to(torch.long)  # [B]
+    rewards = (actions == 0).to(DTYPE)  # [B]
+    padding = torch.full((b, 1), float("nan"), dtype=DTYPE)  # [B, 1]; must never reach arithmetic
+    rollout_logp = torch.cat([snapshot_logp[actions].reshape(b, 1), padding], dim=1)  # [B, 2]
+    mask = torch.cat([torch.ones((b, 1), dtype=torch.bool), torch.zeros((b, 1), dtype=torch.bool)], dim=1)
+    return _Rollout(actions=actions, advantages=rewards - rewards.mean(), rollout_logp=rollout_logp, mask=mask)
+
+
+def _current_logp(theta: Tensor, actions: Tensor) -> Tensor:
+    """Current log-probabilities, graph-connected to theta in the real column only."""
+    b = actions.shape[0]
+    real = torch.log_softmax(theta, dim=0)[actions].reshape(b, 1)  # [B, 1]
+    padding = torch.full((b, 1), float("nan"), dtype=DTYPE)  # [B, 1]
+    return torch.cat([real, padding], dim=1)  # [B, 2]
+
+
+StepLoss = Callable[[Tensor, _Rollout], Tensor]
+Observer = Callable[[Tensor, _Rollout], float]
+
+
+def _run_bandit(step_loss: StepLoss, refresh_every: int, observe: Observer | None = None) -> tuple[Tensor, Tensor]:
+    """SGD on theta from zero; returns pi(action 0) per step [U + 1] and observations [U]."""
+    theta = torch.zeros(2, dtype=DTYPE, requires_grad=True)
+    pi0_trace: list[float] = []
+    observations: list[float] = []
+    rollout = _collect_rollout(theta)
+    for update in range(BANDIT_UPDATES):
+        if update > 0 and update % refresh_every == 0:
+            rollout = _collect_rollout(theta)
+        pi0_trace.append(float(torch.softmax(theta.detach(), dim=0)[0]))
+        logp = _current_logp(theta, rollout.actions)  # [B, 2]
+        if observe is not None:
+            observations.append(observe(logp, rollout))
+        loss = step_loss(logp, rollout)
+        theta.grad = None
+        _backward(loss)
+        with torch.no_grad():
+            theta -= BANDIT_LR * _grad_or_zeros(theta)
+    pi0_trace.append(float(torch.softmax(theta.detach(), dim=0)[0]))
+    return torch.tensor(pi0_trace, dtype=DTYPE), torch.tensor(observations, dtype=DTYPE)
+
+
+def _fixed_loss(logp: Tensor, rollout: _Rollout, rule: FixedRule) -> Tensor:
+    """Private baseline loss: -sum(m * w * A * logp) / max(1, sum m) with a fixed weight rule."""
+    valid = rollout.mask  # [B, 2]
+    zero = torch.zeros((), dtype=DTYPE)
+    # Padding holds NaN: select it away before any arithmetic, in the gradient path too.
+    ratio = torch.exp(torch.where(valid, logp.detach() - rollout.rollout_logp, zero))  # [B, 2]
+    if rule == "uncorrected":
+        weights = torch.ones_like(ratio)
+    elif rule == "clamped":
+        weights = ratio.clamp(1.0 - CLIP_LOW, 1.0 + CLIP_HIGH)
+    else:
+        inside = (ratio > 1.0 - CLIP_LOW) & (ratio < 1.0 + CLIP_HIGH)
+        weights = torch.where(inside, ratio, zero)
+    coeff = torch.where(valid, weights * rollout.advantages[:, None], zero)  # [B, 2], detached
+    safe_logp = torch.where(valid, logp, zero)  # [B, 2]
+    return -(coeff * safe_logp).sum() / valid.sum().clamp(min=1).to(DTYPE)
+
+
+def _fixed_trajectory(rule: FixedRule, refresh_every: int) -> Tensor:
+    pi0, _ = _run_bandit(lambda logp, rollout: _fixed_loss(logp, rollout, rule), refresh_every)
+    return pi0
+
+
+def _learner_bandit(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> tuple[Tensor, Tensor]:
+    def step_loss(logp: Tensor, rollout: _Rollout) -> Tensor:
+        loss = offpolicy_loss(
+            logp=logp,
+            rollout_logp=rollout.rollout_logp,
+            advantages=rollout.advantages,
+            mask=rollout.mask,
+            clip_low=CLIP_LOW,
+            clip_high=CLIP_HIGH,
+        )
+        return _checked_loss(loss)
+
+    def rejected_fraction(logp: Tensor, rollout: _Rollout) -> float:
+        weights = masked_is_weights(
+            logp=logp, rollout_logp=rollout.rollout_logp, mask=rollout.mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH
+        )
+        weights = _checked_weights(weights, tuple(rollout.mask.shape))  # [B, 2]
+        valid = rollout.mask
+        rejected = int((weights.detach()[valid] == 0).sum())
+        return rejected / int(valid.sum())
+
+    return _run_bandit(step_loss, STALE_REFRESH_EVERY, observe=rejected_fraction)
+
+
+def _stale_bandit(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+    steps = BANDIT_UPDATES + 1
+    learner_pi0, rejected = _learner_bandit(masked_is_weights, offpolicy_loss)
+    return {
+        "bandit_step": torch.arange(steps, dtype=DTYPE),
+        "bandit_update": torch.arange(BANDIT_UPDATES, dtype=DTYPE),
+        "bandit_pi_learner": _as_series("bandit_pi_learner", learner_pi0, steps),
+        "bandit_rejected_fraction": _as_series("bandit_rejected_fraction", rejected, BANDIT_UPDATES),
+        "bandit_pi_uncorrected": _fixed_trajectory("uncorrected", STALE_REFRESH_EVERY),
+        "bandit_pi_clamped": _fixed_trajectory("clamped", STALE_REFRESH_EVERY),
+        # Refreshing before every update makes rollout = current policy, so every ratio is 1.
+        "bandit_pi_onpolicy": _fixed_trajectory("strict", 1),
+    }
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def run(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+    """Run both toys with the given pair and return named 1-D float64 series for the judge."""
+    return {**_ratio_sweep(masked_is_weights, offpolicy_loss), **_stale_bandit(masked_is_weights, offpolicy_loss)}
