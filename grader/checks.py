@@ -82,7 +82,13 @@ class Tally:
 
 def run_check(ctx: Context, check: CheckSpec) -> CheckResult:
     start = time.perf_counter()
-    tally = REGISTRY[check.kind](ctx, check)
+    try:
+        tally = REGISTRY[check.kind](ctx, check)
+    except Exception as exc:  # noqa: BLE001 - a fault of the judge itself, never charged to the learner
+        text = f"internal error of the grader, not of your code: {type(exc).__name__}: {exc}"
+        return CheckResult(id=check.id, title=check.title, verdict=Verdict.JUDGE_ERROR, score=0.0,
+                           max_score=check.points, message=text, learner_message=text,
+                           duration_s=round(time.perf_counter() - start, 4), visibility=check.visibility)
     return tally.result(check, time.perf_counter() - start)
 
 

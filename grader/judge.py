@@ -234,7 +234,9 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
             why = ""
             for check in problem.spec.checks:
                 results.append(run_check(grading, check))
-            if any(r.verdict in (Verdict.SKIPPED,) for r in results) or grading.remaining() <= 0:
+            if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
+                status = Status.JUDGE_ERROR
+            elif any(r.verdict == Verdict.SKIPPED for r in results) or grading.remaining() <= 0:
                 status = Status.BUDGET_EXCEEDED
     finally:
         grading.stop()

@@ -75,7 +75,8 @@ class Problem:
         self.spec: ProblemSpec = load_spec(self.problem_dir / "problem.toml")
         if self.spec.id != problem_id:
             raise SpecError(f"{self.problem_dir}/problem.toml declares id {self.spec.id!r}")
-        missing = [c.id for c in self.spec.checks if c.cases and not callable(getattr(self.cases_module, c.cases, None))]
+        cases = self.cases_module
+        missing = [c.id for c in self.spec.checks if c.cases and not callable(getattr(cases, c.cases, None))]
         if missing:
             raise SpecError(f"checks {missing} name case generators missing from {self.problem_dir / 'cases.py'}")
 

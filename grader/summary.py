@@ -27,8 +27,9 @@ def print_report(report: Report, path: Path) -> None:
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
     for tier in report.tiers:
         for check in tier.checks:
+            message = "" if check.verdict == Verdict.PASS else check.message
             table.add_row(tier.tier, check.id, f"[{STYLE[check.verdict]}]{check.verdict}[/]",
-                          f"{check.score:g}/{check.max_score:g}", "" if check.verdict == Verdict.PASS else check.message)
+                          f"{check.score:g}/{check.max_score:g}", message)
     console = _console()
     console.print(table)
     if report.message:
