@@ -35,3 +35,6 @@ lint: setup
 clean:
 	rm -rf artifacts/*/ artifacts/*.json .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+bench: setup
+	$(PY) -m grader.bench

@@ -25,6 +25,21 @@ class LearnerFailure(Exception):
         self.verdict, self.message = verdict, message
 
 
+# What a hidden case's learner-facing message says about a learner failure: the failure's own message can carry
+# text from the learner's process (an exception, a forged frame), which could echo the case's inputs.
+HIDDEN_FAILURE_TEXT = {
+    Verdict.FAIL: "the call's result could not be accepted (return plain tensors and Python numbers)",
+    Verdict.ERROR: "the function could not be called on this case",
+    Verdict.TIMEOUT: "no answer within the time limit (infinite loop?)",
+    Verdict.CRASHED: "the worker process died during this call",
+    Verdict.SKIPPED: "not run: the submission's time budget ran out",
+}
+
+
+def failure_evidence(failure: LearnerFailure) -> Mismatch:
+    return Mismatch(failure.message, HIDDEN_FAILURE_TEXT.get(failure.verdict, "the call failed"))
+
+
 class Context(Protocol):
     """What a check may ask of the judge; implemented by `judge.Grading`."""
 
@@ -86,8 +101,10 @@ def run_check(ctx: Context, check: CheckSpec) -> CheckResult:
         tally = REGISTRY[check.kind](ctx, check)
     except Exception as exc:  # noqa: BLE001 - a fault of the judge itself, never charged to the learner
         text = f"internal error of the grader, not of your code: {type(exc).__name__}: {exc}"
+        # the exception text may quote a hidden case (the reference's own error, say): instructors only
+        learner = "internal error of the grader, not of your code; the course staff can see the details"
         return CheckResult(id=check.id, title=check.title, verdict=Verdict.JUDGE_ERROR, score=0.0,
-                           max_score=check.points, message=text, learner_message=text,
+                           max_score=check.points, message=text, learner_message=learner,
                            duration_s=round(time.perf_counter() - start, 4), visibility=check.visibility)
     return tally.result(check, time.perf_counter() - start)
 
@@ -140,7 +157,7 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
         try:
             got = ctx.observe(call)
         except LearnerFailure as failure:
-            outcomes.append((call.label, call.hidden, Outcome(failure.verdict, _mismatch(failure.message))))
+            outcomes.append((call.label, call.hidden, Outcome(failure.verdict, failure_evidence(failure))))
             if failure.verdict in (Verdict.TIMEOUT, Verdict.SKIPPED):
                 # one hang is enough evidence; do not spend the budget hanging on every case
                 rest = Outcome(failure.verdict, _mismatch("not run after an earlier case " + str(failure.verdict)))

@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--problem", required=True)
     grade.add_argument("--out", type=Path, help="report folder (default artifacts/ID/<file stem>/)")
     grade.add_argument("--seed", type=int, help="grading seed (default: the problem's hidden seed)")
+    grade.add_argument("--gradescope", type=Path, metavar="PATH", help="also write Gradescope's results.json here")
+    grade.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML here")
     _limit_options(grade)
 
     grade_all = commands.add_parser("grade-all", help="grade every *.py in a folder", epilog=EPILOG)
@@ -51,11 +53,33 @@ def build_parser() -> argparse.ArgumentParser:
                                    "solutions", epilog=EPILOG)
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=int, default=0)
+
+    gradescope = commands.add_parser("gradescope-zip", help="build a Gradescope autograder zip", epilog=EPILOG)
+    gradescope.add_argument("--problem", required=True)
+    gradescope.add_argument("--out", type=Path, help="default artifacts/gradescope/ID.zip")
     return parser
+
+
+def early_launch(args: argparse.Namespace) -> object | None:
+    """Start the worker for `grade` now, so its `import torch` runs while the judge does its own."""
+    from .launch import launch, limits_from
+    from .paths import PROJECT_ROOT
+    from .spec import SpecError, load_spec
+
+    problem_dir = PROJECT_ROOT / "problems" / str(args.problem)
+    if not args.file.is_file() or not (problem_dir / "problem.toml").is_file():
+        return None  # the command proper reports the usage error
+    try:
+        spec = load_spec(problem_dir / "problem.toml")
+        return launch(spec, problem_dir / "experiment.py", args.file, limits_from(args, spec.limits))
+    except (SpecError, OSError, ValueError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "grade":
+        args.launched = early_launch(args)
     from . import commands  # noqa: PLC0415 - keeps `--help` free of torch's import time
     from .spec import SpecError
 

@@ -6,48 +6,53 @@ import argparse
 import csv
 import os
 import shlex
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .judge import Expectations, Graded, grade
-from .plots import draw
+from .expectations import Expectations
+from .exports import write_exports
+from .judge import Graded, grade
+from .launch import limits_from
+from .pages import write_dashboard, write_report_page
+from .plots import PlotJob, draw
 from .problem import PROJECT_ROOT, Problem
 from .report import Report, write_atomic, write_report
 from .spec import Limits
-from .summary import print_class_table, print_report
+from .summary import grading_progress, print_class_table, print_report
 from .validate import run_validation
 from .verdicts import ExitCode, Status, Verdict
-
-LIMIT_FIELDS = {
-    "call_timeout": "call_timeout_s", "budget": "submission_budget_s", "import_timeout": "import_timeout_s",
-    "cpu_time": "cpu_time_s", "memory_mb": "memory_mb", "output_kb": "output_kb",
-    "file_size_mb": "file_size_mb", "max_processes": "max_processes",
-}
 
 
 class UsageError(Exception):
     """The command line asked for something that cannot be done; the message says what was expected."""
 
 
-def limits_from(args: argparse.Namespace, base: Limits) -> Limits:
-    changes = {field: getattr(args, name) for name, field in LIMIT_FIELDS.items() if getattr(args, name, None)}
-    return Limits.model_validate({**base.model_dump(), **changes}) if changes else base
-
-
 def artifacts_dir() -> Path:
     return Path(os.environ.get("PAPERLEET_ARTIFACTS", PROJECT_ROOT / "artifacts"))
 
 
-def write_outputs(problem: Problem, graded: Graded, out_dir: Path) -> Report:
-    """Plots first, then the report, atomically, once every process of the submission is gone."""
+def start_plots(problem: Problem, out_dir: Path) -> PlotJob:
+    """Clear the previous run's plots and start drawing this run's as soon as its series arrive."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for plot in problem.spec.plots:
         (out_dir / plot.file).unlink(missing_ok=True)
+    return PlotJob(problem.spec.plots, out_dir, note="drawn from your functions")
+
+
+def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJob | None = None) -> Report:
+    """Plots first, then the report, atomically, once every process of the submission is gone."""
     report = graded.report
-    if graded.series:
-        report.artifacts = draw(problem.spec.plots, graded.series, out_dir, note="drawn from your functions")
+    started = time.perf_counter()
+    plots = plots or start_plots(problem, out_dir)
+    plots.submit(graded.series)
+    report.artifacts = plots.result()
+    report.phases["plots_wait"] = round(time.perf_counter() - started, 4)
+    started = time.perf_counter()
     write_report(report, out_dir / "report.json")
+    report.phases["report"] = round(time.perf_counter() - started, 4)
+    write_report_page(problem, report, out_dir, artifacts_dir() / "previews" / problem.id)
     return report
 
 
@@ -61,9 +66,12 @@ def cmd_grade(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
     out = args.out or artifacts_dir() / problem.id / args.file.stem
+    plots = start_plots(problem, out)
     graded = grade(problem, args.file, seed, limits_from(args, problem.spec.limits),
-                   command=_command(problem, args.file, seed))
-    report = write_outputs(problem, graded, out)
+                   command=_command(problem, args.file, seed), launched=getattr(args, "launched", None),
+                   series_sink=plots.submit)
+    report = write_outputs(problem, graded, out, plots)
+    write_exports(report, gradescope=args.gradescope, junit=args.junit)
     print_report(report, out / "report.json")
     return exit_code([report])
 
@@ -80,9 +88,10 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
     expectations = Expectations(problem, seed)
 
     def one(file: Path) -> Report:
+        plots = start_plots(problem, out_of(file)) if out_of else None
         graded = grade(problem, file, seed, limits, expectations=expectations,
-                       command=_command(problem, file, seed))
-        report = write_outputs(problem, graded, out_of(file)) if out_of else graded.report
+                       command=_command(problem, file, seed), series_sink=plots.submit if plots else None)
+        report = write_outputs(problem, graded, out_of(file), plots) if out_of else graded.report
         if progress:
             progress(report)
         return report
@@ -112,10 +121,12 @@ def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"{folder}: no *.py submissions found; expected files like {folder}/<learner>.py")
     out = args.out or artifacts_dir() / problem.id
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
-    reports = grade_many(problem, files, seed, limits_from(args, problem.spec.limits), args.jobs,
-                         out_of=lambda f: out / f.stem)
+    with grading_progress(len(files)) as progress:
+        reports = grade_many(problem, files, seed, limits_from(args, problem.spec.limits), args.jobs,
+                             out_of=lambda f: out / f.stem, progress=progress)
     write_summary(reports, out / "summary.csv")
-    print_class_table(reports, out / "summary.csv")
+    dashboard = write_dashboard(reports, out)
+    print_class_table(reports, out / "summary.csv", dashboard)
     return exit_code(reports)
 
 
@@ -135,6 +146,17 @@ def cmd_validate(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
 
 
+def cmd_gradescope_zip(args: argparse.Namespace) -> ExitCode:
+    from .gradescope_zip import build_zip
+
+    problem = Problem(args.problem)
+    out = args.out or artifacts_dir() / "gradescope" / f"{problem.id}.zip"
+    names = build_zip(problem, out)
+    print(f"wrote {out} ({len(names)} files); upload it as the assignment's autograder")
+    return ExitCode.OK
+
+
 def dispatch(args: argparse.Namespace) -> ExitCode:
     handlers = {"grade": cmd_grade, "grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
+    handlers["gradescope-zip"] = cmd_gradescope_zip
     return handlers[args.command](args)

@@ -14,7 +14,11 @@ MAX_ELEMENTS = 1 << 24  # a returned tensor larger than this is refused before a
 
 @dataclass(frozen=True)
 class Mismatch:
-    """Evidence of a failed comparison: a sentence a learner can act on, and the hidden-safe version."""
+    """Evidence of a failed comparison: a sentence a learner can act on, and the hidden-safe version.
+
+    `learner_message` is what a learner sees when the case is hidden: it names the result and the aspect
+    that differs, never an input, an expected value or text the learner's code chose.
+    """
 
     message: str
     learner_message: str
@@ -40,10 +44,10 @@ def compare_tensors(
     """Elementwise comparison, NaN matching NaN and inf matching inf of the same sign; tol None means bitwise."""
     if got.shape != want.shape:
         text = f"{name}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
-        return Mismatch(text, text)
+        return Mismatch(text, f"{name}: the shape differs from the expected shape")
     if got.numel() > MAX_ELEMENTS:
         text = f"{name}: {got.numel()} elements is too large to compare"
-        return Mismatch(text, text)
+        return Mismatch(text, f"{name}: too many elements to compare")
     g = got.detach().to(torch.float64) if got.is_floating_point() or want.is_floating_point() else got.detach()
     w = want.detach().to(g.dtype)
     both_nan = torch.isnan(g) & torch.isnan(w) if g.is_floating_point() else torch.zeros_like(g, dtype=torch.bool)
@@ -66,7 +70,9 @@ def compare_tensors(
         detail += f" (abs err {err:.3g}{f', rel err {err / abs(expected):.3g}' if expected else ''})"
     bound = "bitwise" if tol is None else f"rtol {tol.rtol:g}, atol {tol.atol:g}"
     text = f"{where}: {detail}; {count} of {got.numel()} elements differ ({bound}){hint}"
-    return Mismatch(text, f"{name}: {count} of {got.numel()} elements differ from the expected values ({bound})")
+    # element counts would reveal a hidden case's shape and the tolerance its dtype: the hidden-safe sentence
+    # says only whether the comparison was bitwise
+    return Mismatch(text, f"{name}: values differ from the expected ones{' (bitwise)' if tol is None else ''}")
 
 
 def describe_kind(obs: dict[str, Any]) -> str:

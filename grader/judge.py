@@ -5,17 +5,19 @@ from __future__ import annotations
 import hashlib
 import platform
 import shlex
-import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from . import __version__
-from .cases import Call, generator_for
+from .cases import Call
 from .checks import REGISTRY, LearnerFailure, run_check
+from .expectations import Expectations
+from .launch import Launched
 from .observation import Malformed, sanitize
 from .problem import Problem
 from .report import CheckResult, Report, TierResult, Versions
@@ -23,65 +25,26 @@ from .sandbox import Box, Level, Slot, best_level
 from .session import Worker, WorkerCrashed, WorkerTimeout
 from .spec import CheckSpec, FunctionSpec, Limits, Tolerance
 from .verdicts import Status, Verdict
-from .worker import protocol
-
-
-@dataclass
-class Expectations:
-    """Reference/oracle observations and series for one problem and seed, computed once in the judge."""
-
-    problem: Problem
-    seed: int
-    _cases: dict[str, list[Call]] = field(default_factory=dict)
-    _observations: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
-    _series: dict[str, torch.Tensor] | None = None
-    _lock: threading.RLock = field(default_factory=threading.RLock)
-
-    def cases(self, name: str) -> list[Call]:
-        with self._lock:
-            return self._cases_locked(name)
-
-    def _cases_locked(self, name: str) -> list[Call]:
-        if name not in self._cases:
-            self._cases[name] = self.problem.case_generator(name)(generator_for(self.seed, name))
-        return self._cases[name]
-
-    def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
-        with self._lock:
-            return self._observation_locked(source, name, index)
-
-    def _observation_locked(self, source: str, name: str, index: int) -> dict[str, Any]:
-        key = (source, name)
-        if key not in self._observations:
-            functions = self.problem.oracle if source == "oracle" else self.problem.reference
-            self._observations[key] = [
-                protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
-                for c in self.cases(name)
-            ]
-        return self._observations[key][index]
-
-    def series(self) -> dict[str, torch.Tensor]:
-        with self._lock:
-            return self._series_locked()
-
-    def _series_locked(self) -> dict[str, torch.Tensor]:
-        if self._series is None:
-            raw = self.problem.experiment_module.run(**self.problem.reference)
-            self._series = {k: v.detach().clone() for k, v in raw.items()}
-        return self._series
 
 
 class Grading:
     """One submission's grading: the worker it talks to, its budget, and the Context checks use."""
 
     def __init__(self, problem: Problem, submission: Path, expectations: Expectations, limits: Limits,
-                 level: Level) -> None:
+                 level: Level, launched: Launched | None = None) -> None:
         self.problem, self.submission, self.expect, self.limits = problem, submission, expectations, limits
         self.level = level
-        self.slot = Slot()
-        self.box = Box(submission, problem.experiment_path, limits, level, self.slot)
-        self.deadline = time.monotonic() + limits.submission_budget_s
         self.worker: Worker | None = None
+        self._pending: Worker | None = None
+        self.phases: dict[str, float] = {}
+        self.spawned_at = launched.started if launched is not None else time.monotonic()
+        if launched is not None:
+            self.slot, self.box, self._pending = launched.slot, launched.box, launched.worker
+            self.deadline = launched.started + limits.submission_budget_s
+        else:
+            self.slot = Slot()
+            self.box = Box(submission, problem.experiment_path, limits, level, self.slot)
+            self.deadline = time.monotonic() + limits.submission_budget_s
         self.hello: dict[str, Any] = {}
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -94,10 +57,13 @@ class Grading:
 
     def start(self) -> Status:
         """Start a worker and wait for its import; the status says how the import went."""
-        self.worker = Worker(self.box, [f.name for f in self.problem.spec.functions])
+        names = [f.name for f in self.problem.spec.functions]
+        spawned = self.spawned_at if self._pending is not None else time.monotonic()
+        self.worker, self._pending = self._pending or Worker(self.box, names), None
         timeout = min(self.limits.import_timeout_s, max(self.remaining(), 0.1))
         try:
             hello = self.worker.receive(timeout)
+            self.phases.setdefault("worker_start", round(time.monotonic() - spawned, 4))
         except WorkerTimeout:
             self.stop()
             return Status.IMPORT_TIMEOUT if self.remaining() > 0 else Status.BUDGET_EXCEEDED
@@ -218,12 +184,18 @@ class Graded:
 
 def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None = None,
           expectations: Expectations | None = None, level: Level | None = None,
-          command: str = "") -> Graded:
+          command: str = "", launched: Launched | None = None,
+          series_sink: Callable[[dict[str, torch.Tensor] | None], None] | None = None) -> Graded:
     """Grade `submission` against `problem`; every process of the submission is gone when this returns."""
     limits = limits or problem.spec.limits
     expectations = expectations or Expectations(problem, seed)
+    expectations.warm()
     started = time.perf_counter()
-    grading = Grading(problem, submission, expectations, limits, level or best_level())
+    if launched is not None and (launched.submission != submission or launched.limits != limits):
+        launched.discard()
+        launched = None
+    level = launched.level if launched is not None else level or best_level()
+    grading = Grading(problem, submission, expectations, limits, level, launched)
     results: list[CheckResult] = []
     try:
         status = grading.start()
@@ -232,6 +204,8 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
             results = [_skipped(c, why) for c in problem.spec.checks]
         else:
             why = ""
+            if series_sink is not None:
+                series_sink(_prefetch_series(grading, problem))
             for check in problem.spec.checks:
                 results.append(run_check(grading, check))
             if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
@@ -245,6 +219,16 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
     report = _assemble(problem, submission, seed, status, results, grading, why, time.perf_counter() - started,
                        command)
     return Graded(report, grading._series)
+
+
+def _prefetch_series(grading: Grading, problem: Problem) -> dict[str, torch.Tensor] | None:
+    """Run the toy experiment first, so its plots can be drawn while the other checks run."""
+    if not any(c.kind == "experiment" for c in problem.spec.checks):
+        return None
+    try:
+        return grading.learner_series()
+    except LearnerFailure:
+        return None  # the experiment checks report the failure in their turn
 
 
 def _skipped(check: CheckSpec, why: str) -> CheckResult:
@@ -270,7 +254,8 @@ def _assemble(problem: Problem, submission: Path, seed: int, status: Status, res
         command=command or shlex.join(["python", "-m", "grader", "grade", str(submission), "--problem",
                                        problem.id, "--seed", str(seed)]),
         isolation=grading.box.isolation(), stdout="".join(grading.stdout), stderr="".join(grading.stderr),
-        duration_s=round(duration, 3), message=message,
+        duration_s=round(duration, 3), message=message, phases={**grading.phases, **{
+            t.tier: round(sum(c.duration_s for c in t.checks), 4) for t in tiers}},
     )
 
 

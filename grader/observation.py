@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -86,8 +87,25 @@ class Outcome:
     mismatch: Mismatch | None = None
 
 
-def _text(message: str) -> Mismatch:
-    return Mismatch(message, message)
+def _text(message: str, learner: str | None = None) -> Mismatch:
+    """Evidence; `learner` is the hidden-safe sentence, needed whenever `message` shows data of the case."""
+    return Mismatch(message, message if learner is None else learner)
+
+
+def _safe_exception(exc: dict[str, Any]) -> str:
+    """An exception named by a builtin type only: its message and a custom class name are the learner's own
+    text, which a hidden case must not echo (it could carry the case's inputs)."""
+    for name in [exc["type"], *exc.get("bases", [])]:
+        known = getattr(builtins, str(name), None)
+        if isinstance(known, type) and issubclass(known, BaseException):
+            return name if name == exc["type"] else f"an exception derived from {name}"
+    return "an exception"
+
+
+def _kind_word(obs: dict[str, Any]) -> str:
+    """The kind of an observed value in the judge's own words (type names are the learner's choice)."""
+    return {"tensor": "a torch.Tensor", "python": "a Python value", "sequence": "a sequence"}.get(
+        str(obs.get("kind")), "another kind of value")
 
 
 def tolerance_for(dtype: torch.dtype, tolerances: Mapping[str, Tolerance]) -> Tolerance:
@@ -115,10 +133,12 @@ def compare_output(
 ) -> Mismatch | None:
     if want["kind"] != "tensor":
         if got.get("kind") != want["kind"] or got.get("value") != want.get("value"):
-            return _text(f"{name}: expected {want.get('value')!r}, got {describe_kind(got)} {got.get('value')!r}")
+            return _text(f"{name}: expected {want.get('value')!r}, got {describe_kind(got)} {got.get('value')!r}",
+                         f"{name}: the result differs from the expected value")
         return None
     if got["kind"] != "tensor":
-        return _text(f"{name}: expected a torch.Tensor, got {describe_kind(got)}")
+        return _text(f"{name}: expected a torch.Tensor, got {describe_kind(got)}",
+                     f"{name}: expected a torch.Tensor, got {_kind_word(got)}")
     g, w = got["value"], want["value"]
     checks: list[tuple[Aspect, bool, str]] = [
         ("shape", g.shape == w.shape, f"expected shape {tuple(w.shape)}, got {tuple(g.shape)}"),
@@ -133,11 +153,14 @@ def compare_output(
     ]
     for aspect, ok, text in checks:
         if aspect in aspects and not ok:
-            return _text(f"{name}: {text}")
+            # a shape, dtype or device would tell a hidden case's inputs; the hidden-safe text names the aspect
+            safe = f"the {aspect} differs from the expected {aspect}" if aspect in SHOWS_INPUTS else text
+            return _text(f"{name}: {text}", f"{name}: {safe}")
     if "values" in aspects or "values_exact" in aspects:
         tol = None if "values_exact" in aspects else tolerance_for(w.dtype, tolerances)
         if g.shape != w.shape:
-            return _text(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}")
+            return _text(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
+                         f"{name}: the shape differs from the expected shape")
         return compare_tensors(name, g, w, tol)
     return None
 
@@ -148,7 +171,8 @@ def compare_grads(
     if "backward_error" in want:
         raise AssertionError(f"the expected side failed backward: {want['backward_error']}")
     if "backward_error" in got:
-        return _text(f"loss.backward() raised {_exc_text(got['backward_error'])}")
+        return _text(f"loss.backward() raised {_exc_text(got['backward_error'])}",
+                     f"loss.backward() raised {_safe_exception(got['backward_error'])}")
     for name, w in want.get("grads", {}).items():
         g = got.get("grads", {}).get(name)
         if "connected" in aspects and w is not None and g is None:
@@ -179,7 +203,8 @@ def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | N
             return _text(f"input {name} changed its dtype, shape or strides during the call; do not modify inputs")
         mismatch = compare_tensors(f"input {name} after the call", now, before, None)
         if mismatch:
-            return _text(f"{mismatch.message}; the function modified its input in place (copy before editing)")
+            return _text(f"{mismatch.message}; the function modified its input in place (copy before editing)",
+                         f"{mismatch.learner_message}; the function modified its input in place (copy before editing)")
     return None
 
 
@@ -193,13 +218,16 @@ def judge_case(
             raise AssertionError(f"expected side raised {_exc_text(want['raised'])} on a case that must not raise")
         expected_type = want["raised"]["type"]
         if "raised" not in got:
-            return Outcome(Verdict.FAIL, _text(f"{function} returned normally; expected it to raise {expected_type}"))
+            return Outcome(Verdict.FAIL, _text(f"{function} returned normally; expected it to raise {expected_type}",
+                                               f"{function} returned normally, but this case must raise an exception"))
         if not _is_instance(got["raised"], expected_type):
             return Outcome(Verdict.FAIL, _text(
-                f"{function} raised {_exc_text(got['raised'])}; expected {expected_type}"))
+                f"{function} raised {_exc_text(got['raised'])}; expected {expected_type}",
+                f"{function} raised {_safe_exception(got['raised'])}, not the exception this case expects"))
         return Outcome(Verdict.PASS)
     if "raised" in got:
-        return Outcome(Verdict.ERROR, _text(f"{function} raised {_exc_text(got['raised'])}"))
+        return Outcome(Verdict.ERROR, _text(f"{function} raised {_exc_text(got['raised'])}",
+                                            f"{function} raised {_safe_exception(got['raised'])} (message withheld)"))
     if OUTPUT_ASPECTS & set(aspects):
         mismatch = _compare_outputs(function, got, want, aspects, tolerances)
         if mismatch:
@@ -215,6 +243,7 @@ def judge_case(
     return Outcome(Verdict.PASS)
 
 
+SHOWS_INPUTS = {"shape", "dtype", "device"}
 OUTPUT_ASPECTS = {"type", "shape", "dtype", "device", "values", "values_exact", "requires_grad", "connected"}
 
 
@@ -225,7 +254,8 @@ def _compare_outputs(function: str, got: dict[str, Any], want: dict[str, Any], a
         if mismatch:
             return mismatch
     if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):
-        return _text(f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}")
+        return _text(f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}",
+                     f"{function}: the result holds a different number of items than expected")
     return None
 
 

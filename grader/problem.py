@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import re
 import sys
 import tomllib
@@ -16,9 +15,8 @@ from types import ModuleType
 from typing import Any
 
 from .cases import CaseGenerator
+from .paths import PROJECT_ROOT
 from .spec import ProblemSpec, SpecError, load_spec
-
-PROJECT_ROOT = Path(os.environ.get("PAPERLEET_ROOT", Path(__file__).resolve().parent.parent))
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class Report(Model):
     stdout: str = ""
     stderr: str = ""
     duration_s: float = 0.0
+    phases: dict[str, float] = {}  # seconds: worker_start, T0..T3, plots, report (for `make bench`)
     message: str = ""
 
     def checks(self) -> list[CheckResult]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import importlib.util
 import json
 import os
 import resource
@@ -83,10 +84,12 @@ class Slot:
         self._handle.close()
 
 
+@functools.cache
 def _site_dirs() -> list[str]:
-    import torch  # the judge has it loaded already; its location is what the worker must see
-
-    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], str(Path(torch.__file__).parents[1])}
+    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    torch_spec = importlib.util.find_spec("torch")  # where torch lives, without paying for its import
+    if torch_spec is not None and torch_spec.origin:
+        dirs.add(str(Path(torch_spec.origin).parents[1]))
     return sorted(dirs)
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .sandbox import Box
-from .worker import protocol
-from .worker.protocol import HEADER, ProtocolError
+from .worker.framing import HEADER, ProtocolError
 
 
 class WorkerTimeout(Exception):
@@ -95,12 +94,16 @@ class Worker:
         (size,) = HEADER.unpack(self._read(HEADER.size, deadline))
         if size > self.max_frame:
             raise WorkerCrashed(f"the worker sent {size} bytes, more than the {self.max_frame}-byte result limit")
+        from .worker import protocol  # torch, imported only once there is something to decode
+
         try:
             return protocol.decode(self._read(size, deadline))
         except ProtocolError as exc:
             raise WorkerCrashed(f"the worker sent unreadable data ({exc})") from None
 
     def send(self, message: dict[str, Any], timeout: float) -> None:
+        from .worker import protocol
+
         data = memoryview(protocol.encode(message))
         deadline = time.monotonic() + timeout
         while data:

@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
-HEADER = struct.Struct(">Q")
-MESSAGE_LIMIT_KEY = "max_frame_bytes"
+from .framing import HEADER, ProtocolError
+
 PYTHON_SCALARS = (bool, int, float, str, type(None))
-
-
-class ProtocolError(Exception):
-    """A frame could not be read: truncated, oversized or not plain data."""
 
 
 def encode(message: Mapping[str, Any]) -> bytes:

@@ -64,7 +64,8 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
         mask[-1, 0] = True
         valid = mask.nonzero().tolist()
     (i0, t0), (i1, t1) = valid[0], valid[-1]
-    diff[i0, t0], diff[i1, t1] = 0.05, 0.9  # one certainly kept, one certainly rejected
+    # one certainly kept (ratio 1.02 lies inside every interval of RANDOM_WIDTHS), one certainly rejected
+    diff[i0, t0], diff[i1, t1] = 0.02, 0.9
     rollout = logp - diff
     if pad_value is not None:
         logp = torch.where(mask, logp, torch.full_like(logp, pad_value))

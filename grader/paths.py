@@ -1,0 +1,8 @@
+"""Where the project's folders are; importable without torch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(os.environ.get("PAPERLEET_ROOT", Path(__file__).resolve().parent.parent))
