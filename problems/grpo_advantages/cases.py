@@ -1,0 +1,320 @@
+"""Case generators for grpo_advantages: each takes a seeded torch.Generator and returns the calls to make.
+
+Every T1-T3 case holds at least one group whose rewards differ and, when std normalization is on, a group
+whose sigma is far from 1, so no trivial answer (zeros, the rewards echoed back, centring without
+normalization) matches a case by accident.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from grader.cases import Call
+
+F32, F64 = torch.float32, torch.float64
+DTYPES = (F32, F64)
+FUNCTION = "grpo_advantages"
+FLOAT32_GRID = 256  # float32 rewards are multiples of 1/256, so every group sum is exact in any order
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _options(std_normalize: bool | None, eps: float | None, unbiased: bool | None) -> dict[str, object]:
+    given = {"std_normalize": std_normalize, "eps": eps, "unbiased": unbiased}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _describe(rewards: Tensor, group_size: int, options: dict[str, object]) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in options.items()) or "defaults"
+    return f"{_name(rewards.dtype)} N={rewards.shape[0]} G={group_size}, {shown}"
+
+
+def advantages_call(rewards: Tensor, group_size: int, std_normalize: bool | None = True, eps: float | None = 1e-6,
+                    unbiased: bool | None = False, note: str = "", requires_grad: tuple[str, ...] = (),
+                    hidden: bool = False) -> Call:
+    """One call; an option left None is omitted, so the learner's default applies."""
+    options = _options(std_normalize, eps, unbiased)
+    kwargs = {"rewards": rewards, "group_size": group_size, **options}
+    label = _describe(rewards, group_size, options) + (f": {note}" if note else "")
+    return Call(FUNCTION, kwargs, label, requires_grad=requires_grad, hidden=hidden)
+
+
+# ---------------------------------------------------------------- reward batches
+
+
+def _spread_group(g: torch.Generator, size: int, dtype: torch.dtype, level: float, scale: float) -> Tensor:
+    """One group of `size` rewards around `level`, with spread about `scale` and an exactly representable mean.
+
+    float32 groups sit on a 1/256 grid with deviations summing to exactly zero, so the group mean is `level`
+    itself whatever the summation order: the oracle and any correct solution then agree to a few ulps.
+    """
+    z = torch.randn(size, generator=g, dtype=F64) * scale  # [G]
+    if dtype == F64:
+        return (level + z).to(dtype)
+    ticks = torch.round(z * FLOAT32_GRID)
+    ticks[-1] -= ticks.sum()  # deviations now sum to zero on the grid
+    if bool((ticks == ticks[0]).all()):
+        ticks[0] += 1  # keep the group non-constant
+        ticks[-1] -= 1
+    centre = round(level * FLOAT32_GRID) / FLOAT32_GRID
+    return (centre + ticks / FLOAT32_GRID).to(dtype)
+
+
+def _uniform(g: torch.Generator, low: float, high: float) -> float:
+    return low + (high - low) * float(torch.rand(1, generator=g, dtype=F64))
+
+
+def _binary_group(g: torch.Generator, size: int, dtype: torch.dtype, p: float) -> Tensor:
+    return (torch.rand(size, generator=g, dtype=F64) < p).to(dtype)
+
+
+def random_rewards(g: torch.Generator, group_size: int, groups: int, dtype: torch.dtype) -> Tensor:
+    """[groups * G] rewards: mostly spread groups, some 0/1 groups, some constant ones.
+
+    Group 0 is always spread with sigma well below 1 and group 1 (when present) well above 1.
+    """
+    parts = []
+    for index in range(groups):
+        kind = torch.rand(1, generator=g).item()
+        if index < 2 or kind < 0.65:
+            scale = (0.3, 2.5)[index] if index < 2 else math.exp(_uniform(g, -1.4, 1.0))
+            level = _uniform(g, -2.0, 2.0)
+            parts.append(_spread_group(g, group_size, dtype, level, scale))
+        elif kind < 0.85:
+            parts.append(_binary_group(g, group_size, dtype, float(torch.rand(1, generator=g))))
+        else:
+            value = round(float(torch.randn(1, generator=g)) * FLOAT32_GRID) / FLOAT32_GRID
+            parts.append(torch.full((group_size,), value, dtype=dtype))
+    return torch.cat(parts)
+
+
+# ---------------------------------------------------------------- T1: random batches against the oracle
+
+RANDOM_SHAPES = [(2, 16), (3, 5), (4, 8), (5, 3), (7, 2), (8, 32), (16, 16), (64, 4), (256, 8)]  # (G, groups)
+EPS_CHOICES = (1e-6, 1e-4, 0.0, 1e-2)
+
+
+def _random_calls(g: torch.Generator, std_normalize: bool, unbiased: bool | None) -> list[Call]:
+    calls = []
+    for index, (group_size, groups) in enumerate(RANDOM_SHAPES):
+        for dtype in DTYPES:
+            rewards = random_rewards(g, group_size, groups, dtype)
+            eps = EPS_CHOICES[(index + (dtype == F64)) % len(EPS_CHOICES)]
+            ddof = bool(index % 2) if unbiased is None else unbiased
+            calls.append(advantages_call(rewards, group_size, std_normalize, eps, ddof, hidden=True))
+    return calls
+
+
+def random_std(g: torch.Generator) -> list[Call]:
+    return _random_calls(g, std_normalize=True, unbiased=False)
+
+
+def random_std_unbiased(g: torch.Generator) -> list[Call]:
+    return _random_calls(g, std_normalize=True, unbiased=True)
+
+
+def random_centred(g: torch.Generator) -> list[Call]:
+    return _random_calls(g, std_normalize=False, unbiased=None)
+
+
+# ---------------------------------------------------------------- T0 contracts
+
+
+def contract(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype, group_size, groups in [(F32, 4, 3), (F64, 8, 2), (torch.bfloat16, 2, 5), (torch.float16, 3, 4)]:
+        rewards = random_rewards(g, group_size, groups, F64).to(dtype)
+        calls.append(advantages_call(rewards, group_size))
+        calls.append(advantages_call(rewards, group_size, std_normalize=False))
+    calls.append(advantages_call(torch.zeros(0, dtype=F64), 4, note="empty rewards give an empty result"))
+    return calls
+
+
+def contract_grad(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        rewards = random_rewards(g, 4, 3, dtype)
+        for std_normalize in (True, False):
+            calls.append(advantages_call(rewards, 4, std_normalize, note="rewards requires grad",
+                                         requires_grad=("rewards",)))
+    return calls
+
+
+def single_sample_groups(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        rewards = random_rewards(g, 1, 6, dtype)
+        for std_normalize, eps, unbiased in [(True, 1e-6, False), (True, 1e-6, True), (True, 0.0, False),
+                                             (True, 0.0, True), (False, 1e-6, True)]:
+            calls.append(advantages_call(rewards, 1, std_normalize, eps, unbiased))
+    return calls
+
+
+def mutation(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        rewards = random_rewards(g, 4, 5, dtype)
+        calls.append(advantages_call(rewards, 4))
+        calls.append(advantages_call(rewards, 4, std_normalize=False))
+        calls.append(advantages_call(rewards, 2, unbiased=True))
+        strided = torch.stack([rewards, rewards], dim=1)[:, 0]  # [N], stride 2
+        calls.append(advantages_call(strided, 4, note="strided rewards"))
+    return calls
+
+
+# ---------------------------------------------------------------- T2 edge cases
+
+# Constant values whose float mean over G copies is not the value itself for common summation orders
+# (torch.mean, sum / G, a running sum), at magnitudes where that error exceeds the comparison's atol.
+CONSTANTS = {F64: (100000.1, 98765.4321, 0.7, 0.1, 33000.333333333336), F32: (1000.1, 333.3, 4321.123, 0.7, 0.1)}
+CONSTANT_GROUP_SIZES = (3, 6, 7, 10, 12, 16)
+
+
+def _with_constants(g: torch.Generator, group_size: int, dtype: torch.dtype) -> Tensor:
+    """Spread groups 0 and 1, then one constant group per value in CONSTANTS, then one more spread group."""
+    spread = random_rewards(g, group_size, 2, dtype)
+    constants = [torch.full((group_size,), v, dtype=dtype) for v in CONSTANTS[dtype]]
+    return torch.cat([spread[:group_size], *constants, spread[group_size:],
+                      _spread_group(g, group_size, dtype, -0.5, 0.8)])
+
+
+def constant_groups(g: torch.Generator) -> list[Call]:
+    calls = []
+    for index, group_size in enumerate(CONSTANT_GROUP_SIZES):
+        for dtype in DTYPES:
+            rewards = _with_constants(g, group_size, dtype)
+            note = "five constant groups between spread ones"
+            calls.append(advantages_call(rewards, group_size, True, (1e-6, 0.0)[index % 2], bool(index % 3 == 2),
+                                         note=note))
+            calls.append(advantages_call(rewards, group_size, False, 1e-6, False, note=note))
+    return calls
+
+
+def unbiased_ddof(g: torch.Generator) -> list[Call]:
+    calls = []
+    for group_size in (2, 3, 4):
+        for dtype in DTYPES:
+            rewards = random_rewards(g, group_size, 6, dtype)
+            for unbiased in (False, True):
+                calls.append(advantages_call(rewards, group_size, True, 1e-6, unbiased))
+    return calls
+
+
+EPS_SCALES = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+
+
+def eps_placement(g: torch.Generator) -> list[Call]:
+    """Groups centred on 0 whose sigma ranges around eps, where eps's placement changes the result."""
+    calls = []
+    for dtype in DTYPES:
+        for group_size in (4, 8):
+            parts = [torch.randn(group_size, generator=g, dtype=F64) * s for s in EPS_SCALES]
+            rewards = torch.cat(parts).to(dtype)
+            for eps in (1e-6, 1e-5, 1e-3):
+                calls.append(advantages_call(rewards, group_size, True, eps, False, note="sigma from 1e-8 to 1e-4"))
+            calls.append(advantages_call(rewards, group_size, True, 1e-6, True, note="sigma from 1e-8 to 1e-4"))
+    return calls
+
+
+def contiguous_groups(g: torch.Generator) -> list[Call]:
+    """Group k sits around 3k, so reading groups with a stride mixes levels and changes every advantage."""
+    calls = []
+    for dtype in DTYPES:
+        for group_size, groups in [(4, 6), (2, 8), (8, 2), (3, 5)]:
+            parts = [_spread_group(g, group_size, dtype, 3.0 * k, 0.2 + 0.3 * k) for k in range(groups)]
+            rewards = torch.cat(parts)
+            calls.append(advantages_call(rewards, group_size, note="group k centred on 3k"))
+            calls.append(advantages_call(rewards, group_size, std_normalize=False, note="group k centred on 3k"))
+    return calls
+
+
+def per_group_statistics(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        for group_size in (4, 5, 8):
+            levels, scales = (-5.0, 0.0, 10.0, 2.0), (0.1, 1.0, 5.0, 0.4)
+            parts = [_spread_group(g, group_size, dtype, lv, s) for lv, s in zip(levels, scales, strict=True)]
+            rewards = torch.cat(parts)
+            note = "group means -5, 0, 10, 2 and spreads 0.1, 1, 5, 0.4"
+            calls.append(advantages_call(rewards, group_size, note=note))
+            calls.append(advantages_call(rewards, group_size, std_normalize=False, note=note))
+    return calls
+
+
+def default_arguments(g: torch.Generator) -> list[Call]:
+    """float64 groups with sigma between 0.3 and 3, where eps = 1e-6 and ddof 0 are both visible."""
+    calls = []
+    for group_size in (3, 4, 8):
+        rewards = random_rewards(g, group_size, 5, F64)
+        calls.append(advantages_call(rewards, group_size, None, None, None))
+        calls.append(advantages_call(rewards, group_size, True, None, None))
+        calls.append(advantages_call(rewards, group_size, None, None, True))
+        calls.append(advantages_call(rewards, group_size, None, 1e-3, None))
+        calls.append(advantages_call(rewards, group_size, None, 1e-6, None))
+    f32 = random_rewards(g, 4, 4, F32)
+    calls.append(advantages_call(f32, 4, None, None, None))
+    return calls
+
+
+def binary_rewards(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        for group_size, p in [(8, 0.5), (16, 0.15), (6, 0.85)]:
+            groups = 24
+            rewards = torch.cat([_binary_group(g, group_size, dtype, p) for _ in range(groups)])
+            rewards[:2] = torch.tensor([1.0, 0.0], dtype=dtype)  # group 0 is mixed for sure
+            note = f"0/1 rewards with success rate {p}"
+            calls.append(advantages_call(rewards, group_size, True, 1e-6, False, note=note))
+            calls.append(advantages_call(rewards, group_size, True, 1e-6, True, note=note))
+            calls.append(advantages_call(rewards, group_size, False, 1e-6, False, note=note))
+    return calls
+
+
+def non_contiguous(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        rewards = random_rewards(g, 4, 6, dtype)
+        columns = torch.stack([rewards.flip(0), rewards, rewards * 2], dim=1)  # [N, 3]
+        column = columns[:, 1]
+        assert not column.is_contiguous()
+        calls.append(advantages_call(column, 4, note="a column of an [N, 3] tensor"))
+        odd = torch.stack([rewards * 3, rewards], dim=1).reshape(-1)[1::2]  # [N], stride 2, storage offset 1
+        assert not odd.is_contiguous()
+        calls.append(advantages_call(odd, 4, std_normalize=False, note="every second element of a [2N] tensor"))
+    return calls
+
+
+def value_errors(g: torch.Generator) -> list[Call]:
+    rewards = random_rewards(g, 4, 3, F32)  # [12]
+    nan_rewards, inf_rewards = rewards.clone(), rewards.clone()
+    nan_rewards[5], inf_rewards[0] = math.nan, -math.inf
+    cases: list[tuple[str, dict[str, object]]] = [
+        ("rewards 2-D [3, 4]", {"rewards": rewards.reshape(3, 4)}),
+        ("rewards 0-dim", {"rewards": rewards[0], "group_size": 1}),
+        ("rewards int64", {"rewards": torch.arange(12)}),
+        ("rewards bool", {"rewards": rewards > 0}),
+        ("rewards complex64", {"rewards": rewards.to(torch.complex64)}),
+        ("rewards holding NaN", {"rewards": nan_rewards}),
+        ("rewards holding -inf", {"rewards": inf_rewards}),
+        ("rewards holding +inf, std_normalize=False", {"rewards": -inf_rewards, "std_normalize": False}),
+        ("group_size = 0", {"group_size": 0}),
+        ("group_size = -4", {"group_size": -4}),
+        ("group_size = 4.0 (a float)", {"group_size": 4.0}),
+        ("group_size = True (a bool)", {"group_size": True}),
+        ("12 rewards, group_size = 5", {"group_size": 5}),
+        ("12 rewards, group_size = 24", {"group_size": 24}),
+        ("eps = -1e-6", {"eps": -1e-6}),
+        ("eps = NaN", {"eps": math.nan}),
+        ("eps = inf", {"eps": math.inf}),
+        ("eps = -1, std_normalize=False", {"eps": -1.0, "std_normalize": False}),
+    ]
+    calls = []
+    for label, change in cases:
+        kwargs = {"rewards": rewards, "group_size": 4, **change}
+        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label}"))
+    return calls

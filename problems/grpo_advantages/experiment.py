@@ -1,0 +1,89 @@
+"""T3 toy experiment for grpo_advantages: the expected policy-gradient scale of a two-action bandit.
+
+The worker imports this module next to UNTRUSTED learner code and calls ``run(grpo_advantages=...)`` with
+either the learner's function or the reference's. It therefore imports only torch and the standard
+library, calls the given function by keyword, and returns plain detached float64 series; the trusted
+judge compares them.
+
+One prompt, two actions: action 1 succeeds (reward 1) with probability p, action 0 fails (reward 0).
+With theta the logit of action 1, the score of a sample is s = d log pi / d theta = 1 - p for a success
+and -p for a failure, and the true gradient of the expected reward is p (1 - p). The GRPO estimate from
+G samples is (1/G) sum_i A_i s_i; its expectation is computed exactly by enumerating the number of
+successes k = 0..G (one ordering per k, weighted by C(G, k) p^k (1 - p)^(G - k)), and reported relative
+to the true gradient:
+
+    S(p) = E[(1/G) sum_i A_i s_i] / (p (1 - p)).
+
+Centring alone gives the flat line 1 - 1/G; std normalization rescales each group by 1 / sigma, so S
+depends on p. The curves labelled theory are computed privately and are the same for every submission.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+DTYPE = torch.float64
+GROUP_SIZES = (2, 4, 8, 16)
+EPS = 1e-6
+P_STEPS = 100  # p = 0.01, 0.02, ..., 0.99
+
+
+def _success_p() -> Tensor:
+    return torch.arange(1, P_STEPS, dtype=DTYPE) / P_STEPS  # [P]; division keeps k / 100 correctly rounded
+
+
+def _outcomes(group_size: int) -> Tensor:
+    """[G + 1, G]: row k holds k successes (reward 1) followed by G - k failures (reward 0)."""
+    k = torch.arange(group_size + 1)[:, None]  # [G + 1, 1]
+    position = torch.arange(group_size)[None, :]  # [1, G]
+    return (position < k).to(DTYPE)
+
+
+def _checked(value: object, numel: int) -> Tensor:
+    """The learner's advantages as a plain float64 [N] tensor, or a clear error."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"grpo_advantages must return a torch.Tensor, got {type(value).__name__}")
+    if value.is_complex() or not value.is_floating_point():
+        raise TypeError(f"grpo_advantages must return a real floating Tensor, got dtype {value.dtype}")
+    if tuple(value.shape) != (numel,):
+        raise ValueError(f"grpo_advantages must return shape [{numel}], got {list(value.shape)}")
+    # A learner's Tensor subclass must not cross the boundary; keep only the data.
+    return torch.as_tensor(value, device="cpu").detach().to(DTYPE).clone().as_subclass(Tensor)
+
+
+def _scale_curve(advantages: Tensor, outcomes: Tensor, p: Tensor) -> Tensor:
+    """S(p) for every p: advantages and outcomes are [G + 1, G], p is [P]; returns [P]."""
+    group_size = outcomes.shape[1]
+    k = torch.arange(group_size + 1, dtype=DTYPE)  # [G + 1]
+    comb = torch.tensor([math.comb(group_size, j) for j in range(group_size + 1)], dtype=DTYPE)  # [G + 1]
+    weights = comb * p[:, None] ** k * (1 - p[:, None]) ** (group_size - k)  # [P, G + 1]
+    # sum_i A_i s_i with s_i = success_i - p; the p * sum_i A_i term vanishes only if A is centred.
+    hits = (advantages * outcomes).sum(dim=1)  # [G + 1]
+    total = advantages.sum(dim=1)  # [G + 1]
+    estimate = (hits[None, :] - p[:, None] * total[None, :]) / group_size  # [P, G + 1]
+    return (weights * estimate).sum(dim=1) / (p * (1 - p))  # [P]
+
+
+def _learner_curve(grpo_advantages: Callable[..., Any], group_size: int, std_normalize: bool, p: Tensor) -> Tensor:
+    outcomes = _outcomes(group_size)  # [G + 1, G]
+    rewards = outcomes.reshape(-1)  # [(G + 1) * G], groups laid out contiguously
+    advantages = grpo_advantages(rewards=rewards.clone(), group_size=group_size, std_normalize=std_normalize,
+                                 eps=EPS, unbiased=False)
+    advantages = _checked(advantages, rewards.numel()).reshape(group_size + 1, group_size)
+    return _scale_curve(advantages, outcomes, p)
+
+
+def run(grpo_advantages: Callable[..., Any]) -> dict[str, Tensor]:
+    """Return p, S(p) with and without std normalization for each G, and the flat line 1 - 1/G."""
+    p = _success_p()
+    series = {"success_p": p}
+    for group_size in GROUP_SIZES:
+        series[f"scale_std_g{group_size}"] = _learner_curve(grpo_advantages, group_size, True, p)
+        series[f"scale_centred_g{group_size}"] = _learner_curve(grpo_advantages, group_size, False, p)
+        series[f"scale_theory_g{group_size}"] = torch.full_like(p, 1.0 - 1.0 / group_size)
+    return series
