@@ -35,11 +35,12 @@ def default_submission(problem: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problem", default="glm5_offpolicy")
+    parser.add_argument("--problem", help="default: the first problem in problems/")
     parser.add_argument("--submission", type=Path)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=24)
     args = parser.parse_args(argv)
+    args.problem = args.problem or sorted(p.parent.name for p in (PROJECT_ROOT / "problems").glob("*/problem.toml"))[0]
     submission = args.submission or default_submission(args.problem)
     python = sys.executable
     work = Path(tempfile.mkdtemp(prefix="paperleet-bench-"))

@@ -1,0 +1,52 @@
+# defect: The ratio is computed on every position and the mask is multiplied in afterwards, so NaN padding survives.
+# must_fail: padding_nan_inf, empty_mask
+# may_fail: oracle_tis, exact_endpoints, endpoint_sweep, mode_defaults, bounds_honoured, clipfrac_counts, mask_dtypes, non_contiguous, valid_edge_bounds, bfloat16_inputs
+"""Known-wrong behavior_weights solution (nan_through_clamp).
+
+The ratio is computed on every position and the mask is multiplied in afterwards, so NaN padding survives.
+
+clamp(NaN) is NaN and NaN * 0 is NaN; only a select such as torch.where removes it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+DEFAULT_BOUNDS = {"tis": (0.0, 2.0), "icepop": (0.5, 2.0)}
+
+
+def _bounds(mode: object, low: float | None, high: float | None) -> tuple[float, float]:
+    if not isinstance(mode, str) or mode not in DEFAULT_BOUNDS:
+        raise ValueError(f"mode must be 'tis' or 'icepop', got {mode!r}")
+    lo = DEFAULT_BOUNDS[mode][0] if low is None else float(low)
+    hi = DEFAULT_BOUNDS[mode][1] if high is None else float(high)
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo <= hi and hi > 0.0):
+        raise ValueError(f"invalid bounds low={lo}, high={hi}")
+    return lo, hi
+
+
+def behavior_weights(
+    train_logp: Tensor, rollout_logp: Tensor, mask: Tensor, mode: str, low: float | None = None,
+    high: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    if rollout_logp.shape != train_logp.shape or mask.shape != train_logp.shape:
+        raise ValueError("train_logp, rollout_logp and mask must have the same shape")
+    lo, hi = _bounds(mode, low, high)
+    valid = mask != 0  # [B, L]
+    zero = torch.zeros((), dtype=train_logp.dtype)
+    # Padding may hold NaN/inf: select it away before exp sees it.
+    log_ratio = train_logp.detach() - rollout_logp.detach()  # [B, L], padding included
+    rho = torch.exp(log_ratio)  # [B, L]; may overflow to inf
+    low_t = torch.tensor(lo, dtype=rho.dtype)
+    high_t = torch.tensor(hi, dtype=rho.dtype)
+    if mode == "tis":
+        weights = torch.clamp(rho, low_t, high_t)  # [B, L]
+    else:
+        weights = torch.where((rho >= low_t) & (rho <= high_t), rho, zero)  # [B, L]
+    weights = weights * valid.to(weights.dtype)  # [B, L]
+    changed = valid & (weights != rho)  # [B, L]
+    share = changed.sum().double() / valid.sum().clamp(min=1).double()
+    return weights, share.to(rho.dtype)

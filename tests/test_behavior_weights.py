@@ -1,0 +1,229 @@
+"""behavior_weights: reference against oracle and closed forms, trivial answers earn nothing, samples end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import ROOT, checks_of, tier_scores
+
+from grader.cases import generator_for
+from grader.compare import compare_tensors
+from grader.observation import judge_case, sanitize
+from grader.problem import Problem
+from grader.spec import Tolerance
+from grader.verdicts import Status, Verdict
+from grader.worker.protocol import observe_call
+
+PROBLEM = "behavior_weights"
+CORRECT, MISTAKE = "grace_flat_tokens", "henry_open_interval"
+Function = Callable[..., Any]
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def _seeds(problem: Problem) -> list[int]:
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+# ---------------------------------------------------------------- trivial answers
+
+
+def _valid_ratio(train_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    valid = mask != 0
+    zero = torch.zeros((), dtype=train_logp.dtype)
+    rho = torch.exp(torch.where(valid, train_logp.detach() - rollout_logp.detach(), zero))
+    return torch.where(valid, rho, zero)
+
+
+def zeros(train_logp, rollout_logp, mask, mode, low=None, high=None):
+    return torch.zeros_like(train_logp), torch.zeros((), dtype=train_logp.dtype)
+
+
+def ones(train_logp, rollout_logp, mask, mode, low=None, high=None):
+    return torch.ones_like(train_logp), torch.ones((), dtype=train_logp.dtype)
+
+
+def ratio_echoed(train_logp, rollout_logp, mask, mode, low=None, high=None):
+    return _valid_ratio(train_logp, rollout_logp, mask), torch.zeros((), dtype=train_logp.dtype)
+
+
+TRIVIAL: dict[str, Function] = {"zeros": zeros, "ones": ones, "ratio_echoed": ratio_echoed}
+TRIVIAL_SOURCE = '''"""Trivial answer for behavior_weights: {doc}."""
+
+import torch
+
+
+def behavior_weights(train_logp, rollout_logp, mask, mode, low=None, high=None):
+    {body}
+'''
+TRIVIAL_FILES = {
+    "trivial_zeros": ("zero weights, clipfrac 0",
+                      "return torch.zeros_like(train_logp), torch.zeros((), dtype=train_logp.dtype)"),
+    "trivial_ratio_echoed": ("the raw ratio on valid tokens, clipfrac 0",
+                             "valid = mask != 0\n    zero = torch.zeros((), dtype=train_logp.dtype)\n"
+                             "    d = torch.where(valid, train_logp.detach() - rollout_logp.detach(), zero)\n"
+                             "    return torch.where(valid, torch.exp(d), zero), zero"),
+}
+
+
+def _constant_clipfrac(reference: Function, value: float) -> Function:
+    """The reference's weights with a constant clipfrac: only clipfrac can give it away."""
+
+    def answer(train_logp, rollout_logp, mask, mode, low=None, high=None):
+        weights, _ = reference(train_logp, rollout_logp, mask, mode, low, high)
+        return weights, torch.tensor(value, dtype=train_logp.dtype)
+
+    return answer
+
+
+def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem) -> None:
+    """Per case, on the public and every hidden seed; constant clipfrac is judged on the cases that return."""
+    reference = problem.reference[PROBLEM]
+    clipfrac_only = {f"clipfrac {v:g}": _constant_clipfrac(reference, v) for v in (0.0, 1.0)}
+    tolerances = dict(problem.spec.tolerances)
+    passes = []
+    for seed in _seeds(problem):
+        for check in problem.spec.checks:
+            if check.tier not in ("T1", "T2") or check.cases is None:
+                continue
+            source = problem.oracle if check.expected == "oracle" else problem.reference
+            for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
+                want = observe_call(source[PROBLEM], call.kwargs, [], False)
+                answers = TRIVIAL if "raised" in want else {**TRIVIAL, **clipfrac_only}
+                for name, function in answers.items():
+                    got = sanitize(observe_call(function, call.kwargs, [], False))
+                    if judge_case(PROBLEM, call.kwargs, got, want, check.compare, tolerances).verdict == Verdict.PASS:
+                        passes.append(f"seed {seed}, {check.id}, {name}: {call.label}")
+    assert not passes, "\n".join(passes)
+
+
+def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
+    want = problem.experiment_module.run(**problem.reference)
+    clipfrac_only = {f"clipfrac {v:g}": _constant_clipfrac(problem.reference[PROBLEM], v) for v in (0.0, 1.0)}
+    matches = []
+    for name, function in {**TRIVIAL, **clipfrac_only}.items():
+        got = problem.experiment_module.run(behavior_weights=function)
+        for check in problem.spec.checks:
+            if check.kind != "experiment" or (name in clipfrac_only and check.id != "toy_clipfrac"):
+                continue
+            tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+            matches += [f"{name}: {check.id} {series}" for series in check.series
+                        if compare_tensors(series, got[series], want[series], tol) is None]
+    assert not matches, matches
+
+
+# ---------------------------------------------------------------- the reference against independent answers
+
+
+@pytest.mark.parametrize("cases", ["random_tis", "random_icepop"])
+def test_reference_matches_oracle_on_every_t1_case(problem: Problem, cases: str) -> None:
+    check = next(c for c in problem.spec.checks if c.cases == cases)
+    tolerances = dict(problem.spec.tolerances)
+    failures = []
+    for seed in _seeds(problem):
+        for call in problem.case_generator(cases)(generator_for(seed, cases)):
+            want = observe_call(problem.oracle[PROBLEM], call.kwargs, [], False)
+            got = observe_call(problem.reference[PROBLEM], call.kwargs, [], False)
+            outcome = judge_case(PROBLEM, call.kwargs, got, want, check.compare, tolerances)
+            if outcome.verdict != Verdict.PASS:
+                failures.append(f"seed {seed}, {call.label}: {outcome.mismatch}")
+    assert not failures, "\n".join(failures)
+
+
+def test_toy_bias_matches_the_closed_forms(problem: Problem) -> None:
+    """TIS bias = -E_q[(rho - U) f 1{rho > U}]; ICE-POP bias = -E_q[rho f 1{rho outside [1/U, U]}]."""
+    toy = problem.experiment_module
+    series = toy.run(**problem.reference)
+    rho = [p / q for p, q in zip(toy.P0, toy.Q, strict=True)]
+    for index, cap in enumerate(toy.CAPS):
+        tis = -sum(q * (r - cap) * f for q, r, f in zip(toy.Q, rho, toy.F, strict=True) if r > cap)
+        ice = -sum(q * r * f for q, r, f in zip(toy.Q, rho, toy.F, strict=True) if not 1 / cap <= r <= cap)
+        assert math.isclose(float(series["tis_bias"][index]), tis, rel_tol=0, abs_tol=1e-12), cap
+        assert math.isclose(float(series["icepop_bias"][index]), ice, rel_tol=0, abs_tol=1e-12), cap
+        assert abs(float(series["is_bias"][index])) < 1e-12
+
+
+def test_toy_ratios_stay_off_the_cap_grid(problem: Problem) -> None:
+    """No ratio sits within 1e-9 of U or 1/U (apart from ratio 1 at U = 1), so rounding cannot flip a curve."""
+    toy = problem.experiment_module
+    for p, q in zip(toy.P0, toy.Q, strict=True):
+        for cap in toy.CAPS:
+            for bound in (cap, 1 / cap):
+                assert p == q or abs(p / q - bound) > 1e-9, (p, q, cap)
+
+
+def test_reference_series_are_float64_vectors(problem: Problem) -> None:
+    series = problem.experiment_module.run(**problem.reference)
+    names = {name for check in problem.spec.checks for name in check.series}
+    names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    assert names <= set(series)
+    assert all(v.dtype == torch.float64 and v.dim() == 1 and not v.requires_grad for v in series.values())
+    assert 0 < float(series["bf16_on_bound"].min()) and float(series["bf16_on_bound"].max()) < 0.1
+
+
+def test_hidden_seeds_appear_in_no_learner_visible_file(problem: Problem) -> None:
+    visible = [*problem.problem_dir.rglob("*"), *(ROOT / "submissions" / PROBLEM).rglob("*")]
+    text = "\n".join(p.read_text() for p in visible if p.is_file() and p.suffix in (".py", ".md", ".toml"))
+    assert not [seed for seed in problem.grading_seeds if str(seed) in text]
+
+
+# ---------------------------------------------------------------- end to end, through the CLI
+
+
+@pytest.fixture(scope="module")
+def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """The samples, the starter and two trivial answers, graded in one `grade-all` call."""
+    folder = tmp_path_factory.mktemp("behavior_weights_samples")
+    for path in (ROOT / "submissions" / PROBLEM).glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    shutil.copyfile(ROOT / "problems" / PROBLEM / "starter.py", folder / "starter.py")
+    for stem, (doc, body) in TRIVIAL_FILES.items():
+        (folder / f"{stem}.py").write_text(TRIVIAL_SOURCE.format(doc=doc, body=body))
+    out = tmp_path_factory.mktemp("behavior_weights_graded")
+    result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", out, "--jobs", "2")
+    assert result.returncode == 0, result.stderr
+    return out, {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
+
+
+def test_correct_sample_scores_full_marks_and_draws_every_plot(graded, problem: Problem) -> None:
+    out, reports = graded
+    report = reports[CORRECT]
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
+    names = sorted(plot.file for plot in problem.spec.plots)
+    assert sorted(report["artifacts"]) == names
+    assert all((out / CORRECT / name).read_bytes().startswith(b"\x89PNG") for name in names)
+
+
+def test_open_interval_sample_loses_the_endpoint_checks(graded) -> None:
+    _, reports = graded
+    checks = checks_of(reports[MISTAKE])
+    failed = {name for name, check in checks.items() if check["verdict"] != Verdict.PASS}
+    assert {"exact_endpoints", "endpoint_sweep", "toy_bf16_on_bound", "toy_icepop_bias"} <= failed
+    assert {"oracle_tis", "oracle_icepop", "value_errors"}.isdisjoint(failed)
+
+
+def test_starter_earns_only_the_signature_points(graded) -> None:
+    _, reports = graded
+    checks = checks_of(reports["starter"])
+    assert reports["starter"]["score"] == checks["signatures"]["score"] == checks["signatures"]["max_score"]
+    assert "NotImplementedError" in checks["oracle_tis"]["message"]
+
+
+@pytest.mark.parametrize("stem", sorted(TRIVIAL_FILES))
+def test_trivial_files_earn_nothing_beyond_t0(graded, stem: str) -> None:
+    _, reports = graded
+    report = reports[stem]
+    assert report["status"] == Status.GRADED
+    scores = tier_scores(report)
+    assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), scores
