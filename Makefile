@@ -38,3 +38,9 @@ clean:
 
 bench: setup
 	$(PY) -m grader.bench
+
+# `make gradescope PROBLEM=ID` builds artifacts/gradescope/ID.zip, an autograder to upload to Gradescope.
+.PHONY: gradescope
+gradescope: setup
+	@test -n "$(PROBLEM)" || { echo "usage: make gradescope PROBLEM=<id>; problems: $(PROBLEMS)"; exit 4; }
+	$(PY) -m grader gradescope-zip --problem $(PROBLEM)

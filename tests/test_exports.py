@@ -1,0 +1,315 @@
+"""Gradescope results.json, JUnit XML and the learner view: their formats, report.json's scores, no hidden detail."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import checks
+from grader.cases import generator_for
+from grader.checks import LearnerFailure, Tally, failure_evidence, run_check
+from grader.exports import gradescope_results, junit_xml
+from grader.learner_view import learner_view
+from grader.observation import Outcome, judge_case
+from grader.problem import Problem
+from grader.report import Report, load_report
+from grader.spec import CheckSpec, Tolerance
+from grader.verdicts import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = "glm5_offpolicy"
+WRONG = ROOT / "reference" / PROBLEM / "wrong" / "ratio_inverted.py"  # fails every hidden T1 case
+
+# Gradescope's autograder specification, results.json: the fields it documents.
+GRADESCOPE_TOP = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+                  "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+GRADESCOPE_TEST = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
+                   "tags", "visibility", "extra_data"}
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+# The common JUnit schema (Jenkins' junit-10.xsd): the attributes each element may carry, and those it must.
+JUNIT_ATTRIBUTES = {
+    "testsuites": ({"name", "time", "tests", "failures", "disabled", "errors"}, set()),
+    "testsuite": ({"name", "tests", "failures", "errors", "time", "disabled", "skipped", "skips", "timestamp",
+                   "hostname", "id", "package", "assertions", "file", "skip", "log", "url"}, {"tests"}),
+    "properties": (set(), set()),
+    "property": ({"name", "value"}, {"name", "value"}),
+    "testcase": ({"name", "assertions", "time", "timestamp", "classname", "status", "class", "file", "line", "log",
+                  "group", "url"}, {"name"}),
+    "failure": ({"type", "message"}, set()),
+    "error": ({"type", "message"}, set()),
+    "skipped": ({"type", "message"}, set()),
+    "system-out": (set(), set()),
+    "system-err": (set(), set()),
+}
+JUNIT_CHILDREN = {
+    "testsuites": {"testsuite"},
+    "testsuite": {"testsuite", "properties", "testcase", "system-out", "system-err"},
+    "properties": {"property"},
+    "testcase": {"skipped", "error", "failure", "system-out", "system-err"},
+}
+
+
+@dataclass(frozen=True)
+class Exports:
+    report: Report
+    results: dict
+    junit: str
+
+    def learner_texts(self) -> dict[str, str]:
+        return {"results.json": json.dumps(self.results), "junit.xml": self.junit,
+                "learner view": json.dumps(learner_view(self.report))}
+
+    def learner_entries(self, check_id: str) -> dict[str, str]:
+        """What each learner-facing output says about one check."""
+        test = next(t for t in self.results["tests"] if t["name"].startswith(f"{check_id}:"))
+        case = next(c for c in ET.fromstring(self.junit).iter("testcase") if c.get("name") == check_id)
+        view = next(c for t in learner_view(self.report)["tiers"] for c in t["checks"] if c["id"] == check_id)
+        return {"results.json": json.dumps(test), "junit.xml": ET.tostring(case, encoding="unicode"),
+                "learner view": json.dumps(view)}
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory: pytest.TempPathFactory) -> Exports:
+    out = tmp_path_factory.mktemp("exports")
+    env = {**os.environ, "PAPERLEET_ARTIFACTS": str(out / "artifacts")}
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(WRONG), "--problem", PROBLEM, "--out", str(out / "report"),
+         "--gradescope", str(out / "results.json"), "--junit", str(out / "junit.xml")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return Exports(load_report(out / "report" / "report.json"), json.loads((out / "results.json").read_text()),
+                   (out / "junit.xml").read_text())
+
+
+# ---------------------------------------------------------------- Gradescope results.json
+
+
+def test_gradescope_fields_are_the_documented_ones(exports: Exports) -> None:
+    results = exports.results
+    assert set(results) <= GRADESCOPE_TOP
+    assert {"score", "execution_time", "output", "visibility", "stdout_visibility", "tests"} <= set(results)
+    assert isinstance(results["execution_time"], int) and isinstance(results["output"], str)
+    assert results["visibility"] in VISIBILITIES and results["stdout_visibility"] == "hidden"
+    for test in results["tests"]:
+        assert set(test) == {"name", "number", "score", "max_score", "status", "output", "tags", "visibility"}
+        assert test["status"] in ("passed", "failed")
+        assert test["visibility"] in VISIBILITIES
+        assert re.fullmatch(r"\d+\.\d+", test["number"])
+        assert all(isinstance(tag, str) for tag in test["tags"])
+        assert isinstance(test["output"], str) and test["output"]
+
+
+def test_gradescope_has_one_test_per_check_with_report_scores(exports: Exports) -> None:
+    report, tests = exports.report, exports.results["tests"]
+    checks_in_order = [(tier.tier, check) for tier in report.tiers for check in tier.checks]
+    assert len(tests) == len(checks_in_order)
+    assert len({t["number"] for t in tests}) == len(tests)
+    for test, (tier, check) in zip(tests, checks_in_order, strict=True):
+        assert test["name"].startswith(check.id)
+        assert test["number"].split(".")[0] == tier.removeprefix("T")
+        assert (test["score"], test["max_score"]) == (check.score, check.max_score)
+        assert test["status"] == ("passed" if check.verdict == Verdict.PASS else "failed")
+        assert tier in test["tags"]
+    assert exports.results["score"] == report.score
+    assert sum(t["score"] for t in tests) == pytest.approx(report.score)
+    assert sum(t["max_score"] for t in tests) == pytest.approx(report.max_score)
+
+
+def test_gradescope_visibility_comes_from_the_spec(exports: Exports) -> None:
+    spec = {c.id: c for c in Problem(PROBLEM).spec.checks}
+    for test in exports.results["tests"]:
+        check = spec[test["name"].split(":")[0]]
+        assert test["visibility"] == check.visibility
+        assert check.visibility == ("after_published" if check.tier == "T1" else "visible")
+
+
+# ---------------------------------------------------------------- JUnit XML
+
+
+def _validate_junit(element: ET.Element) -> None:
+    allowed, required = JUNIT_ATTRIBUTES[element.tag]
+    assert set(element.attrib) <= allowed, (element.tag, set(element.attrib) - allowed)
+    assert required <= set(element.attrib), (element.tag, required - set(element.attrib))
+    for name in ("tests", "failures", "errors", "skipped"):
+        if name in element.attrib:
+            assert element.attrib[name].isdigit()
+    if "time" in element.attrib:
+        assert float(element.attrib["time"]) >= 0
+    for child in element:
+        assert child.tag in JUNIT_CHILDREN.get(element.tag, set()), (element.tag, child.tag)
+        _validate_junit(child)
+
+
+def test_junit_has_the_common_schema_shape(exports: Exports) -> None:
+    assert exports.junit.startswith('<?xml version="1.0" encoding="UTF-8"?>')
+    root = ET.fromstring(exports.junit)
+    assert root.tag == "testsuites"
+    _validate_junit(root)
+
+
+def test_junit_groups_checks_by_tier_like_report(exports: Exports) -> None:
+    report, root = exports.report, ET.fromstring(exports.junit)
+    suites = root.findall("testsuite")
+    assert [s.get("name", "").split()[0] for s in suites] == [t.tier for t in report.tiers]
+    for suite, tier in zip(suites, report.tiers, strict=True):
+        cases = suite.findall("testcase")
+        assert [c.get("name") for c in cases] == [c.id for c in tier.checks]
+        assert int(suite.get("tests", -1)) == len(cases)
+        assert int(suite.get("failures", -1)) == sum(c.find("failure") is not None for c in cases)
+        assert float(suite.findall("properties/property")[0].get("value", "nan")) == tier.score
+        for case, check in zip(cases, tier.checks, strict=True):
+            failure = case.find("failure")
+            assert (failure is None) == (check.verdict == Verdict.PASS)
+            if failure is not None:
+                assert check.learner_message in (failure.text or "")
+    assert int(root.get("tests", -1)) == len(report.checks())
+
+
+def test_junit_maps_every_verdict(exports: Exports) -> None:
+    report = exports.report.model_copy(deep=True)
+    verdicts = [Verdict.ERROR, Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED, Verdict.JUDGE_ERROR]
+    for check, verdict in zip(report.tiers[0].checks, verdicts, strict=False):
+        check.verdict, check.learner_message = verdict, f"went wrong \x07 <{verdict}> & more"
+    suite = ET.fromstring(junit_xml(report)).findall("testsuite")[0]
+    _validate_junit(suite)
+    assert (suite.get("errors"), suite.get("skipped"), suite.get("failures")) == ("4", "1", "0")
+    outputs = [t["output"] for t in gradescope_results(report)["tests"][:5]]
+    assert [o.split()[0] for o in outputs] == [f"[{v}]" for v in verdicts]
+
+
+# ---------------------------------------------------------------- learner-facing outputs leak nothing hidden
+
+
+def _hidden_labels(report: Report) -> list[str]:
+    problem = Problem(PROBLEM)
+    labels = []
+    for check in problem.spec.checks:
+        if check.cases:
+            calls = problem.case_generator(check.cases)(generator_for(report.seed, check.cases))
+            labels += [c.label for c in calls if c.hidden]
+    return labels
+
+
+def test_learner_outputs_hold_no_hidden_case_details(exports: Exports) -> None:
+    report = exports.report
+    hidden = {c.id: c for c in report.checks() if c.visibility == "after_published"}
+    assert hidden and all(c.verdict == Verdict.FAIL for c in hidden.values())
+    labels = _hidden_labels(report)
+    assert labels and all(f"case '{label}'" not in c.learner_message for c in hidden.values() for label in labels)
+    assert any(label in c.message for c in hidden.values() for label in labels), "report.json keeps the detail"
+    for where, text in exports.learner_texts().items():
+        for label in labels:
+            assert label not in text, (where, label)
+        assert not re.search(rf"(?<![\d.]){report.seed}(?![\d.])", text), where
+        assert "seed" not in text.lower(), where
+    for check in hidden.values():
+        # the same numbers may turn up in a visible case's message, so each hidden check is read on its own
+        expected = re.findall(r"expected (-?[\d.]+(?:e[-+]?\d+)?)", check.message)
+        assert expected, "report.json keeps the instructor's detail"
+        elements = re.search(r"(\d+) of (\d+) elements differ", check.message)
+        assert elements is not None
+        for where, text in exports.learner_entries(check.id).items():
+            for secret in [*expected, f"{elements[0]}", f"of {elements[2]}"]:
+                assert secret not in text, (where, check.id, secret)
+
+
+def test_learner_view_keeps_scores_and_drops_instructor_fields(exports: Exports) -> None:
+    view = learner_view(exports.report)
+    assert not {"seed", "command", "stdout", "stderr", "isolation", "submission_sha256"} & set(view)
+    assert view["score"] == exports.report.score
+    pairs = zip([c for t in view["tiers"] for c in t["checks"]], exports.report.checks(), strict=True)
+    assert all(v["message"] == c.learner_message and v["score"] == c.score for v, c in pairs)
+
+
+# ---------------------------------------------------------------- every message path is hidden-safe
+
+SECRET = "4242.125"  # stands for any input, expected value or learner-chosen text of a hidden case
+TOLERANCES = {"float64": Tolerance(rtol=1e-9, atol=1e-12), "float32": Tolerance(rtol=1e-4, atol=1e-6)}
+
+
+def _tensor(value: torch.Tensor) -> dict:
+    return {"kind": "tensor", "value": value, "requires_grad": False, "has_grad_fn": False, "device": "cpu"}
+
+
+def _raised(kind: str, bases: list[str]) -> dict:
+    return {"type": kind, "bases": bases, "message": f"bad input {SECRET}"}
+
+
+SECRET_T = torch.full((7, 13), float(SECRET), dtype=torch.float64)
+CASES = {  # name: (got, want, aspects, sent)
+    "values": ({"output": _tensor(torch.zeros(7, 13, dtype=torch.float64))}, {"output": _tensor(SECRET_T)},
+               ["values"], {}),
+    "shape": ({"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))}, {"output": _tensor(SECRET_T)},
+              ["shape"], {}),
+    "shape under values": ({"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))},
+                           {"output": _tensor(SECRET_T)}, ["values"], {}),
+    "dtype": ({"output": _tensor(torch.zeros(7, 13, dtype=torch.float32))}, {"output": _tensor(SECRET_T)},
+              ["dtype"], {}),
+    "python value": ({"output": {"kind": "python", "type": f"Leak{SECRET}", "value": 0.5}},
+                     {"output": {"kind": "python", "type": "float", "value": float(SECRET)}}, ["type"], {}),
+    "not a tensor": ({"output": {"kind": "other", "type": f"Leak{SECRET}"}}, {"output": _tensor(SECRET_T)},
+                     ["type"], {}),
+    "raised": ({"raised": _raised(f"Leak{SECRET}", ["ValueError"])}, {"output": _tensor(SECRET_T)}, ["values"], {}),
+    "wrong exception": ({"raised": _raised("TypeError", [])}, {"raised": _raised("ValueError", [])}, ["raises"], {}),
+    "backward": ({"output": _tensor(SECRET_T), "backward_error": _raised("RuntimeError", [])},
+                 {"output": _tensor(SECRET_T), "grads": {"logp": SECRET_T}}, ["backward"], {}),
+    "grads": ({"output": _tensor(SECRET_T), "grads": {"logp": torch.zeros(7, 13, dtype=torch.float64)}},
+              {"output": _tensor(SECRET_T), "grads": {"logp": SECRET_T}}, ["grads"], {}),
+    "mutated input": ({"output": _tensor(SECRET_T), "inputs_after": {"logp": torch.zeros(7, 13, dtype=torch.float64)}},
+                      {"output": _tensor(SECRET_T)}, ["inputs_unchanged"], {"logp": SECRET_T}),
+}
+
+
+def _check(check_id: str = "probe") -> CheckSpec:
+    return CheckSpec(id=check_id, tier="T1", kind="differential", title="probe", points=4, cases="probe",
+                     compare=["values"], visibility="after_published")
+
+
+def _secret_free(text: str) -> bool:
+    """No value, shape (7 x 13 = 91 elements), dtype or tolerance of the case, no learner-chosen text."""
+    return not any(part in text for part in (SECRET, "4242", "7, 13", "91", "float64", "1e-09", "Leak"))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_judge_case_learner_message_is_hidden_safe(name: str) -> None:
+    got, want, aspects, sent = CASES[name]
+    outcome = judge_case("masked_is_weights", sent, got, want, aspects, TOLERANCES)
+    assert outcome.verdict != Verdict.PASS and outcome.mismatch is not None
+    assert _secret_free(outcome.mismatch.learner_message), outcome.mismatch.learner_message
+    result = Tally([(f"case with inputs {SECRET}", True, outcome)]).result(_check(), 0.0)
+    assert _secret_free(result.learner_message) and SECRET in result.message
+
+
+def test_visible_case_keeps_its_detail_for_the_learner() -> None:
+    got, want, aspects, sent = CASES["values"]
+    result = Tally([("a visible case", False, judge_case("f", sent, got, want, aspects, TOLERANCES))]).result(
+        _check(), 0.0)
+    assert result.learner_message == result.message and "a visible case" in result.learner_message
+
+
+@pytest.mark.parametrize("verdict", [Verdict.FAIL, Verdict.ERROR, Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED])
+def test_learner_failures_of_hidden_cases_are_hidden_safe(verdict: Verdict) -> None:
+    evidence = failure_evidence(LearnerFailure(verdict, f"forged frame naming {SECRET}"))
+    result = Tally([("hidden", True, Outcome(verdict, evidence))]).result(_check(), 0.0)
+    assert _secret_free(result.learner_message) and SECRET in result.message
+
+
+def test_judge_errors_show_learners_no_exception_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(ctx: object, check: CheckSpec) -> Tally:
+        raise RuntimeError(f"reference failed on {SECRET}")
+
+    monkeypatch.setitem(checks.REGISTRY, "differential", broken)
+    result = run_check(None, _check())  # type: ignore[arg-type]
+    assert result.verdict == Verdict.JUDGE_ERROR
+    assert SECRET in result.message and _secret_free(result.learner_message)
