@@ -1,0 +1,95 @@
+"""Shared fixtures: project paths, a CLI runner, and batches of submissions graded once per test session."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = "glm5_offpolicy"
+SAMPLES = Path(__file__).resolve().parent / "samples"
+SUBMISSIONS = ROOT / "submissions" / PROBLEM
+# Small limits keep hostile samples cheap: a hang costs at most 40 s of one grading job.
+SMALL_LIMITS = ["--call-timeout", "2", "--import-timeout", "10", "--budget", "40"]
+SYNTAX_ERROR_LINE = 4
+SYNTAX_ERROR = (
+    '"""A missing colon after the signature."""\n'
+    "\n"
+    "\n"
+    "def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2)\n"  # line 4
+    "    return logp\n"
+)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One `grade-all` run: its process result, output folder and every report.json, keyed by file stem."""
+
+    result: subprocess.CompletedProcess[str]
+    out: Path
+    reports: dict[str, dict[str, Any]]
+
+
+def checks_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["id"]: check for tier in report["tiers"] for check in tier["checks"]}
+
+
+def tier_scores(report: dict[str, Any]) -> dict[str, float]:
+    return {tier["tier"]: tier["score"] for tier in report["tiers"]}
+
+
+@pytest.fixture(scope="session")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment for CLI runs: artifacts and the expectations cache in a private folder, never the repo's."""
+    home = tmp_path_factory.mktemp("cli")
+    return {**os.environ, "PAPERLEET_ARTIFACTS": str(home / "artifacts"), "PAPERLEET_CACHE": str(home / "cache"),
+            "COLUMNS": "160"}
+
+
+@pytest.fixture(scope="session")
+def run_cli(cli_env: dict[str, str]):
+    """Run `python -m grader ARGS...` from the project root, as a user would."""
+
+    def run(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "grader", *map(str, args)], cwd=ROOT, env=cli_env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    return run
+
+
+def grade_folder(run_cli, folder: Path, out: Path, *extra: str) -> Batch:
+    result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", out, "--jobs", "2", *extra)
+    reports = {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
+    return Batch(result, out, reports)
+
+
+@pytest.fixture(scope="session")
+def submission_batch(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    """submissions/glm5_offpolicy graded with the problem's own limits."""
+    return grade_folder(run_cli, SUBMISSIONS, tmp_path_factory.mktemp("graded") / "submissions")
+
+
+@pytest.fixture(scope="session")
+def sample_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/samples plus files whose names or contents cannot live in the repo's tests folder."""
+    folder = tmp_path_factory.mktemp("samples")
+    for path in SAMPLES.glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    for name in ("torch.py", "grader.py"):  # must shadow nothing inside the worker
+        shutil.copyfile(SAMPLES / "correct_compact.py", folder / name)
+    (folder / "broken_syntax.py").write_text(SYNTAX_ERROR)  # kept out of the repo so linters stay quiet
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sample_batch(run_cli, sample_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    """Every sample (trivial, hostile, broken, correct) graded in one `grade-all` call with small limits."""
+    return grade_folder(run_cli, sample_folder, tmp_path_factory.mktemp("graded") / "samples", *SMALL_LIMITS)

@@ -1,0 +1,4 @@
+"""Never finishes being imported."""
+
+while True:
+    pass

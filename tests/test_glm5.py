@@ -1,0 +1,121 @@
+"""glm5_offpolicy end to end: correct submissions earn full marks, wrong ones lose points, trivial answers nothing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import SAMPLES, Batch, checks_of, tier_scores
+
+from grader.cases import generator_for
+from grader.observation import judge_case, sanitize
+from grader.problem import Problem, load_module
+from grader.verdicts import Status, Verdict
+from grader.worker.protocol import observe_call
+
+CORRECT = ["alice_loops", "bob_vectorized"]
+# each wrong submission, and a check its defect must fail
+WRONG = {
+    "carol_inclusive": "exact_endpoints",
+    "dan_retained_mean": "denominator_counts_rejected",
+    "erin_grad_weights": "gradient_detached",
+}
+TRIVIAL = ["trivial_zeros", "trivial_constants", "trivial_echo", "trivial_connected_zero", "trivial_raw_ratios"]
+JUDGED = {Verdict.PASS, Verdict.FAIL, Verdict.ERROR}  # the answer was looked at, not lost to a limit
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem("glm5_offpolicy")
+
+
+def test_every_submission_is_graded(submission_batch: Batch) -> None:
+    assert submission_batch.result.returncode == 0, submission_batch.result.stderr
+    assert set(submission_batch.reports) == {*CORRECT, *WRONG, "frank_starter"}
+    assert all(r["status"] == Status.GRADED for r in submission_batch.reports.values())
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_correct_submission_scores_full_marks(submission_batch: Batch, name: str) -> None:
+    report = submission_batch.reports[name]
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
+
+
+@pytest.mark.parametrize(("name", "check"), WRONG.items())
+def test_wrong_submission_loses_points_on_its_defect(submission_batch: Batch, name: str, check: str) -> None:
+    report = submission_batch.reports[name]
+    assert report["score"] < 100
+    assert checks_of(report)[check]["verdict"] == Verdict.FAIL
+
+
+def test_starter_earns_only_the_signature_points(submission_batch: Batch) -> None:
+    report = submission_batch.reports["frank_starter"]
+    checks = checks_of(report)
+    assert checks["signatures"]["verdict"] == Verdict.PASS
+    assert report["score"] == checks["signatures"]["max_score"]
+    assert "NotImplementedError" in checks["oracle_weights"]["message"]
+
+
+def test_learner_plots_are_drawn(submission_batch: Batch, problem: Problem) -> None:
+    names = sorted(plot.file for plot in problem.spec.plots)
+    assert sorted(submission_batch.reports["bob_vectorized"]["artifacts"]) == names
+    for name in names:
+        assert (submission_batch.out / "bob_vectorized" / name).read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("name", TRIVIAL)
+def test_trivial_answer_earns_nothing_beyond_t0(sample_batch: Batch, name: str) -> None:
+    report = sample_batch.reports[name]
+    assert report["status"] == Status.GRADED
+    scores = tier_scores(report)
+    passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
+    assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
+    assert {c["verdict"] for c in checks_of(report).values()} <= JUDGED
+
+
+def _trivial_functions() -> dict[str, dict]:
+    modules = {name: load_module(f"paperleet_test_{name}", SAMPLES / f"{name}.py") for name in TRIVIAL}
+    return {name: {"masked_is_weights": m.masked_is_weights, "offpolicy_loss": m.offpolicy_loss}
+            for name, m in modules.items()}
+
+
+def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_grading_seed(problem: Problem) -> None:
+    """Per-case, so a lucky case cannot hide behind a check's other cases; every hidden seed, not just the first."""
+    trivial = _trivial_functions()
+    tolerances = dict(problem.spec.tolerances)
+    passes = []
+    for seed in problem.grading_seeds:
+        for check in problem.spec.checks:
+            if check.tier not in ("T1", "T2") or check.cases is None:
+                continue
+            source = problem.oracle if check.expected == "oracle" else problem.reference
+            for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
+                args = (call.kwargs, list(call.requires_grad), call.backward)
+                want = observe_call(source[call.function], *args)
+                for name, functions in trivial.items():
+                    got = sanitize(observe_call(functions[call.function], *args))
+                    outcome = judge_case(call.function, call.kwargs, got, want, check.compare, tolerances)
+                    if outcome.verdict == Verdict.PASS:
+                        passes.append(f"seed {seed}, {check.id}, {name}: {call.label}")
+    assert not passes, "\n".join(passes)
+
+
+@pytest.mark.parametrize("seed_index", range(3))
+def test_random_cases_keep_and_reject_a_valid_token(problem: Problem, seed_index: int) -> None:
+    """Each T1 case has a kept and a ratio-rejected valid token, and a non-zero loss."""
+    seed = problem.grading_seeds[seed_index]
+    weights = problem.case_generator("random_weights")(generator_for(seed, "random_weights"))
+    for call in weights:
+        w = problem.reference["masked_is_weights"](**call.kwargs)  # [B, L]
+        valid = call.kwargs["mask"] != 0
+        assert bool((w[valid] != 0).any()) and bool((w[valid] == 0).any()), call.label
+    for call in problem.case_generator("random_loss")(generator_for(seed, "random_loss")):
+        assert float(problem.reference["offpolicy_loss"](**call.kwargs)) != 0, call.label
+
+
+def test_reference_series_are_float64_vectors(problem: Problem) -> None:
+    series = problem.experiment_module.run(**problem.reference)
+    names = {name for check in problem.spec.checks for name in check.series}
+    names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    assert names <= set(series)
+    assert all(v.dtype == torch.float64 and v.dim() == 1 and not v.requires_grad for v in series.values())

@@ -1,0 +1,206 @@
+"""grader.problem and the problem folders: reference against oracle, hidden seeds, headers, and the trust boundary."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import PROBLEM, ROOT
+
+from grader.cases import generator_for
+from grader.compare import compare_tensors
+from grader.observation import tolerance_for
+from grader.problem import Problem, list_problems, parse_known_wrong
+from grader.spec import SpecError
+from grader.worker.protocol import observe_call
+
+GRADER = ROOT / "grader"
+WORKER = GRADER / "worker"
+LEARNER_VISIBLE = [ROOT / "problems", ROOT / "submissions"]
+GRADING_SEEDS = tomllib.loads((ROOT / "reference" / PROBLEM / "grading.toml").read_text())["seeds"]
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def problem_ids() -> set[str]:
+    """Every problem id the repo declares: each spec's `id` and each folder under problems/."""
+    ids = {p.name for p in (ROOT / "problems").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    for spec in (ROOT / "problems").glob("*/problem.toml"):
+        ids.add(str(tomllib.loads(spec.read_text()).get("id", spec.parent.name)))
+    return ids
+
+
+# ---------------------------------------------------------------- reference against oracle
+
+
+@pytest.mark.parametrize("seed", GRADING_SEEDS)
+def test_reference_equals_oracle_on_every_t1_case(problem: Problem, seed: int) -> None:
+    tolerances = dict(problem.spec.tolerances)
+    names = sorted({c.cases for c in problem.spec.checks if c.tier == "T1" and c.cases})
+    assert names, "T1 declares no cases"
+    for name in names:
+        for call in problem.case_generator(name)(generator_for(seed, name)):
+            args = (call.kwargs, list(call.requires_grad), call.backward)
+            ref = observe_call(problem.reference[call.function], *args)
+            oracle = observe_call(problem.oracle[call.function], *args)
+            assert "raised" not in ref and "raised" not in oracle, call.label
+            want = oracle["output"]["value"]
+            tol = tolerance_for(want.dtype, tolerances)
+            got = ref["output"]["value"]
+            assert got.dtype == want.dtype, call.label
+            assert compare_tensors(call.function, got, want, tol) is None, call.label
+            for param, grad in oracle.get("grads", {}).items():
+                mismatch = compare_tensors(f"d/d {param}", ref["grads"][param], grad, tol)
+                assert mismatch is None, f"{call.label}: {mismatch}"
+
+
+def test_case_generators_are_deterministic(problem: Problem) -> None:
+    name = "random_loss"
+    first = problem.case_generator(name)(generator_for(1, name))
+    again = problem.case_generator(name)(generator_for(1, name))
+    other = problem.case_generator(name)(generator_for(2, name))
+    assert [c.label for c in first] == [c.label for c in again]
+    for a, b in zip(first, again, strict=True):
+        assert all(torch.equal(a.kwargs[k], b.kwargs[k]) for k in a.kwargs if isinstance(a.kwargs[k], torch.Tensor))
+    assert not torch.equal(first[0].kwargs["advantages"], other[0].kwargs["advantages"])
+
+
+# ---------------------------------------------------------------- hidden seeds
+
+
+def test_grading_seeds_are_distinct_from_the_public_seed(problem: Problem) -> None:
+    assert len(set(problem.grading_seeds)) == len(problem.grading_seeds) >= 5
+    assert problem.spec.public_seed not in problem.grading_seeds
+
+
+def test_grading_seeds_appear_in_no_learner_visible_file(problem: Problem) -> None:
+    patterns = {seed: re.compile(rf"(?<![\w.]){seed}(?![\w.])") for seed in problem.grading_seeds}
+    leaks = []
+    for folder in LEARNER_VISIBLE:
+        for path in folder.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                text = path.read_text(errors="replace")
+                leaks += [f"{path.relative_to(ROOT)}: {seed}" for seed, p in patterns.items() if p.search(text)]
+    assert not leaks
+
+
+# ---------------------------------------------------------------- known-wrong solutions
+
+
+def test_known_wrong_headers_parse_and_name_real_checks(problem: Problem) -> None:
+    known = problem.known_wrong()
+    assert len(known) >= 10
+    check_ids = {c.id for c in problem.spec.checks}
+    for wrong in known:
+        assert wrong.defect, wrong.path.name
+        assert wrong.must_fail, wrong.path.name
+        assert wrong.must_fail | wrong.may_fail <= check_ids, wrong.path.name
+        assert not wrong.must_fail & wrong.may_fail, wrong.path.name
+
+
+def test_known_wrong_header_parses_lists(tmp_path: Path) -> None:
+    path = tmp_path / "w.py"
+    path.write_text("# defect: off by one\n# must_fail: a, b\n# may_fail:\nx = 1\n")
+    wrong = parse_known_wrong(path)
+    assert (wrong.defect, wrong.must_fail, wrong.may_fail) == ("off by one", {"a", "b"}, frozenset())
+
+
+def test_known_wrong_without_must_fail_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "w.py"
+    path.write_text("# defect: forgot the list\n")
+    with pytest.raises(SpecError, match="must_fail"):
+        parse_known_wrong(path)
+
+
+# ---------------------------------------------------------------- loader
+
+
+def test_unknown_problem_lists_the_known_ones() -> None:
+    with pytest.raises(SpecError, match=f"unknown problem 'nope'.*{PROBLEM}"):
+        Problem("nope")
+
+
+def test_problem_id_must_be_a_plain_name() -> None:
+    with pytest.raises(SpecError, match="lowercase"):
+        Problem("../reference")
+
+
+def test_listed_problems_include_this_one() -> None:
+    assert PROBLEM in list_problems()
+
+
+def _copy_problem(root: Path) -> None:
+    for kind in ("problems", "reference"):
+        shutil.copytree(ROOT / kind / PROBLEM, root / kind / PROBLEM, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_missing_case_generator_is_named(tmp_path: Path) -> None:
+    _copy_problem(tmp_path)
+    spec = tmp_path / "problems" / PROBLEM / "problem.toml"
+    spec.write_text(spec.read_text().replace('cases = "token_mean"', 'cases = "no_such_generator"'))
+    with pytest.raises(SpecError, match="token_mean.*cases.py"):
+        Problem(PROBLEM, root=tmp_path)
+
+
+def test_content_hash_covers_the_hidden_reference(tmp_path: Path) -> None:
+    _copy_problem(tmp_path)
+    before = Problem(PROBLEM, root=tmp_path).content_hash
+    reference = tmp_path / "reference" / PROBLEM / "reference.py"
+    reference.write_text(reference.read_text() + "\n# changed\n")
+    assert Problem(PROBLEM, root=tmp_path).content_hash != before
+
+
+# ---------------------------------------------------------------- trust boundary
+
+
+def test_grader_never_names_a_problem() -> None:
+    ids = problem_ids()
+    assert PROBLEM in ids
+    found = []
+    for path in GRADER.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            text = path.read_text(errors="replace").lower()
+            found += [f"{path.relative_to(ROOT)}: {i}" for i in ids if i.lower() in text]
+    assert not found
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(relative level, module) for every import of a file; `from . import x` gives (1, 'x')."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level and node.module is None:
+                found += [(node.level, alias.name) for alias in node.names]
+            else:
+                found.append((node.level, node.module or ""))
+    return found
+
+
+def test_worker_imports_only_torch_the_standard_library_and_itself() -> None:
+    siblings = {p.stem for p in WORKER.glob("*.py")}
+    allowed = set(sys.stdlib_module_names) | {"torch", "__future__"}
+    bad = []
+    for path in sorted(WORKER.glob("*.py")):
+        for level, module in _imports(path):
+            top = module.split(".")[0]
+            ok = top in allowed if level == 0 else level == 1 and top in siblings
+            if not ok:
+                bad.append(f"{path.name}: {'.' * level}{module}")
+    assert not bad
+
+
+def test_import_scan_sees_a_forbidden_import(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("from .. import judge\nfrom grader.checks import REGISTRY\nimport numpy\nfrom . import protocol\n")
+    assert _imports(path) == [(2, "judge"), (0, "grader.checks"), (0, "numpy"), (1, "protocol")]
