@@ -14,6 +14,7 @@ EPILOG = "exit codes: " + ", ".join(f"{code.value} {code.name.lower()}" for code
 def _limit_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("limits (defaults from the problem spec)")
     group.add_argument("--call-timeout", type=float, metavar="S", help="wall time per call")
+    group.add_argument("--experiment-timeout", type=float, metavar="S", help="wall time for the toy experiment")
     group.add_argument("--budget", type=float, metavar="S", help="wall time for the whole submission")
     group.add_argument("--import-timeout", type=float, metavar="S")
     group.add_argument("--cpu-time", type=int, metavar="S", help="CPU seconds per worker")

@@ -72,7 +72,9 @@ class Grading:
             self.stop()
             return Status.IMPORT_CRASHED
         self.hello = hello
-        if hello.get("op") != "ready" or not isinstance(hello.get("functions"), dict):
+        functions = hello.get("functions")
+        if hello.get("op") != "ready" or not isinstance(functions, dict) or not all(
+                isinstance(info, dict) for info in functions.values()):  # a forged hello is the learner's failure
             self.stop()
             return Status.IMPORT_ERROR
         return Status.GRADED
@@ -87,8 +89,12 @@ class Grading:
     def _request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         if self.remaining() <= 0:
             raise LearnerFailure(Verdict.SKIPPED, "the submission's time budget ran out before this case")
-        if self.worker is None and self.start() != Status.GRADED:
-            raise LearnerFailure(Verdict.CRASHED, "the worker could not be restarted after an earlier failure")
+        if self.worker is None:
+            restarted = self.start()
+            if restarted in (Status.IMPORT_TIMEOUT, Status.BUDGET_EXCEEDED) or self.remaining() <= 0:
+                raise LearnerFailure(Verdict.SKIPPED, "the submission's time budget ran out before this case")
+            if restarted != Status.GRADED:
+                raise LearnerFailure(Verdict.CRASHED, "the worker could not be restarted after an earlier failure")
         assert self.worker is not None
         timeout = min(timeout_s, self.remaining())
         try:
@@ -141,7 +147,8 @@ class Grading:
         return self._series
 
     def _fetch_series(self) -> dict[str, torch.Tensor]:
-        answer = self._request({"op": "experiment"}, self.limits.experiment_timeout_s)
+        # the toy runs first: never let it eat more than half of what is left for the other checks
+        answer = self._request({"op": "experiment"}, min(self.limits.experiment_timeout_s, self.remaining() / 2))
         if "raised" in answer:
             raised = answer["raised"]
             text = f"{raised.get('type')}: {raised.get('message')}" if isinstance(raised, dict) else "an exception"

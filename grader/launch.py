@@ -12,7 +12,8 @@ from .session import Worker
 from .spec import Limits, ProblemSpec
 
 LIMIT_FIELDS = {
-    "call_timeout": "call_timeout_s", "budget": "submission_budget_s", "import_timeout": "import_timeout_s",
+    "call_timeout": "call_timeout_s", "experiment_timeout": "experiment_timeout_s",
+    "budget": "submission_budget_s", "import_timeout": "import_timeout_s",
     "cpu_time": "cpu_time_s", "memory_mb": "memory_mb", "output_kb": "output_kb",
     "file_size_mb": "file_size_mb", "max_processes": "max_processes",
 }

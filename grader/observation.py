@@ -22,6 +22,8 @@ class Malformed(Exception):
 def _tensor(value: Any, where: str) -> torch.Tensor:
     if type(value) is not torch.Tensor:
         raise Malformed(f"{where} is not a plain tensor")
+    if value.layout != torch.strided:
+        raise Malformed(f"{where} is a {value.layout} tensor; return a dense (strided) tensor")
     if value.numel() > MAX_ELEMENTS:
         raise Malformed(f"{where} has {value.numel()} elements, more than {MAX_ELEMENTS}")
     return value
@@ -42,7 +44,10 @@ def _described(value: Any, where: str, depth: int = 0) -> dict[str, Any]:
             raise Malformed(f"{where} has no item list")
         for i, item in enumerate(items):
             _described(item, f"{where}[{i}]", depth + 1)
-    elif kind not in ("python", "other"):
+    elif kind == "python":
+        if not isinstance(value.get("value"), (bool, int, float, str, type(None))):
+            raise Malformed(f"{where} claims a Python scalar but holds something else")
+    elif kind != "other":
         raise Malformed(f"{where} has unknown kind {kind!r}")
     return value
 
