@@ -19,6 +19,7 @@ from .pages import write_dashboard, write_report_page
 from .plots import PlotJob, draw
 from .problem import PROJECT_ROOT, Problem
 from .report import Report, write_atomic, write_report
+from .shards import Shard, ShardError, merge, parse_shard
 from .spec import Limits
 from .summary import grading_progress, print_class_table, print_report
 from .validate import run_validation
@@ -114,16 +115,25 @@ def write_summary(reports: list[Report], path: Path) -> None:
 
 
 def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
+    shard = _shard_of(args)
     problem = Problem(args.problem)
     folder = args.submissions or PROJECT_ROOT / "submissions" / problem.id
     files = sorted(p for p in folder.glob("*.py") if p.is_file())
     if not files:
         raise UsageError(f"{folder}: no *.py submissions found; expected files like {folder}/<learner>.py")
     out = args.out or artifacts_dir() / problem.id
+    if shard is not None:
+        files = shard.select(files)
+        if not files:
+            out.mkdir(parents=True, exist_ok=True)  # `merge` reads every shard's folder, an empty one too
+            print(f"shard {shard}: no submission of {folder} falls in this slice; nothing to grade")
+            return ExitCode.OK
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
     with grading_progress(len(files)) as progress:
         reports = grade_many(problem, files, seed, limits_from(args, problem.spec.limits), args.jobs,
                              out_of=lambda f: out / f.stem, progress=progress)
+    if shard is not None:
+        return _finish_shard(reports, out, shard)
     write_summary(reports, out / "summary.csv")
     dashboard = write_dashboard(reports, out)
     print_class_table(reports, out / "summary.csv", dashboard)
@@ -156,7 +166,46 @@ def cmd_gradescope_zip(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def _shard_of(args: argparse.Namespace) -> Shard | None:
+    try:
+        return parse_shard(args.shard) if getattr(args, "shard", None) is not None else None
+    except ShardError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _finish_shard(reports: list[Report], out: Path, shard: Shard) -> ExitCode:
+    """A shard writes its own summary aside; the class summary and dashboard wait for `merge`."""
+    summary = out / "shards" / f"shard-{shard.index}-of-{shard.count}.csv"
+    write_summary(reports, summary)
+    print_class_table(reports, summary)
+    return exit_code(reports)
+
+
+def cmd_merge(args: argparse.Namespace) -> ExitCode:
+    out = args.out or args.dirs[0]
+    try:
+        reports = merge(args.dirs, out)
+    except ShardError as exc:
+        raise UsageError(str(exc)) from None
+    write_summary(reports, out / "summary.csv")
+    dashboard = write_dashboard(reports, out)
+    print_class_table(reports, out / "summary.csv", dashboard)
+    return exit_code(reports)
+
+
+def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
+    from .learner_pack import build_pack
+
+    problem = Problem(args.problem)
+    out = args.out or artifacts_dir() / "learner" / f"{problem.id}.zip"
+    names = build_pack(problem, out)
+    print(f"wrote {out} ({len(names)} files); learners unzip it and run `python check FILE` in {problem.id}/")
+    return ExitCode.OK
+
+
 def dispatch(args: argparse.Namespace) -> ExitCode:
     handlers = {"grade": cmd_grade, "grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
+    handlers["merge"] = cmd_merge
+    handlers["learner-pack"] = cmd_learner_pack
     return handlers[args.command](args)

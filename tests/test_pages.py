@@ -1,0 +1,208 @@
+"""The HTML pages: learner text escaped, images embedded, links relative, nothing fetched from outside."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PROBLEM, Batch
+
+from grader.pages import Figure, render_dashboard, render_report_page
+from grader.pages.dashboard import Row, report_link
+from grader.pages.previews import reference_previews
+from grader.problem import Problem
+from grader.report import Report
+
+PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold] &amp; </pre>'
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5Erk"
+                       "Jggg==")  # a 1x1 image
+HOSTILE = f'''
+import sys
+
+PAYLOAD = {PAYLOAD!r}
+print("stdout " + PAYLOAD)
+print("stderr " + PAYLOAD, file=sys.stderr)
+
+
+def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
+    raise RuntimeError(PAYLOAD)
+
+
+def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
+    raise RuntimeError(PAYLOAD)
+'''
+
+
+class Page(HTMLParser):
+    """The parsed page: every start tag with its attributes, the text, and each script's and style's source."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+        self.raw: dict[str, list[str]] = {"script": [], "style": []}
+        self._inside: str | None = None
+        self.feed(source)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {name: value or "" for name, value in attrs}))
+        if tag in self.raw:
+            self._inside = tag
+            self.raw[tag].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._inside = None if tag == self._inside else self._inside
+
+    def handle_data(self, data: str) -> None:
+        if self._inside:
+            self.raw[self._inside][-1] += data
+        else:
+            self.text.append(data)
+
+    def all(self, tag: str) -> list[dict[str, str]]:
+        return [attrs for name, attrs in self.tags if name == tag]
+
+    @property
+    def body_text(self) -> str:
+        return "".join(self.text)
+
+
+def check(check_id: str, verdict: str, message: str, score: float = 0.0) -> dict[str, Any]:
+    return {"id": check_id, "title": f"title of {check_id}", "verdict": verdict, "score": score, "max_score": 2.0,
+            "message": message, "duration_s": 0.01, "cases_passed": 0, "cases_total": 3}
+
+
+def make_report(submission: str = "mallory.py", score: float = 2.0, text: str = PAYLOAD,
+                artifacts: tuple[str, ...] = ()) -> Report:
+    tiers = [
+        {"tier": "T0", "title": "Contracts", "score": 2.0, "max_score": 4.0,
+         "checks": [check("signatures", "pass", "all 2 cases passed", 2.0), check("contract", "error", text)]},
+        {"tier": "T3", "title": "Toy experiment", "score": 0.0, "max_score": 2.0,
+         "checks": [check("sweep", "fail", text)]},
+    ]
+    return Report.model_validate({
+        "problem": "demo", "submission": submission, "submission_sha256": "0" * 64, "status": "graded",
+        "score": score, "max_score": 6.0, "tiers": tiers, "artifacts": list(artifacts), "seed": 7,
+        "versions": {"python": "3.11", "torch": "2", "grader": "0.1"}, "problem_hash": "f" * 64,
+        "command": f"python -m grader grade {submission} --problem demo --seed 7",
+        "stdout": text, "stderr": text, "message": text,
+    })
+
+
+def csp(page: Page) -> dict[str, str]:
+    policy = next(m["content"] for m in page.all("meta") if m.get("http-equiv") == "Content-Security-Policy")
+    return {part.split()[0]: part.split(maxsplit=1)[1] for part in policy.split(";") if part.strip()}
+
+
+def sha256_source(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+def assert_safe(source: str, scripts: int) -> Page:
+    """No tag, attribute or script came from learner text, and nothing can be fetched from outside."""
+    page = Page(source)
+    assert PAYLOAD not in source
+    assert len(page.all("script")) == scripts
+    for tag, attrs in page.tags:
+        assert not any(name.startswith("on") for name in attrs), (tag, attrs)
+        for name in ("src", "href"):
+            url = attrs.get(name, "")
+            assert not re.match(r"^([a-z]+:|//)", url) or url.startswith("data:image/png;base64,"), url
+    policy = csp(page)
+    assert policy["default-src"] == "'none'" and policy["img-src"] == "data:"
+    assert policy["style-src"] == " ".join(sha256_source(style) for style in page.raw["style"])
+    assert policy["script-src"] == (" ".join(sha256_source(s) for s in page.raw["script"]) or "'none'")
+    return page
+
+
+def test_report_page_escapes_learner_text() -> None:
+    page = assert_safe(render_report_page(make_report(), []), scripts=0)
+    assert page.body_text.count(PAYLOAD) == 5  # two check messages, stdout, stderr, the report message
+
+
+def test_dashboard_escapes_learner_text_and_file_names() -> None:
+    name = '<img src=x onerror="alert(1)">.py'
+    source = render_dashboard([Row(make_report(name), report_link(make_report(name)))])
+    page = assert_safe(source, scripts=1)
+    assert name in page.body_text and "sweep" in page.body_text  # the failed check, by id; messages stay out
+
+
+def test_report_page_embeds_both_images_and_marks_missing_ones() -> None:
+    figures = [Figure("a.png", "Plot A", PNG, PNG[::-1]), Figure("b.png", "Plot B", None, None)]
+    page = Page(render_report_page(make_report(artifacts=("a.png",)), figures))
+    sources = [img["src"] for img in page.all("img")]
+    assert [base64.b64decode(s.removeprefix("data:image/png;base64,")) for s in sources] == [PNG, PNG[::-1]]
+    assert "Not drawn: your functions did not give the series" in page.body_text
+    assert "No reference preview is available" in page.body_text
+
+
+def test_report_page_shows_checks_scores_and_the_command() -> None:
+    report = make_report(text="expected 0, got 1.2")
+    page = Page(render_report_page(report, []))
+    rows = [attrs for tag, attrs in page.tags if tag == "tr" and attrs.get("id", "").startswith("check-")]
+    assert [(r["id"], r["data-verdict"]) for r in rows] == [
+        ("check-signatures", "pass"), ("check-contract", "error"), ("check-sweep", "fail")]
+    assert "2/6" in page.body_text and report.command in page.body_text
+
+
+def test_dashboard_rows_link_to_each_report_and_failed_checks_to_their_rows() -> None:
+    reports = [make_report("b b.py", 6.0, "ok"), make_report("a.py", 2.0, "no")]
+    page = Page(render_dashboard([Row(r, report_link(r)) for r in reports]))
+    links = [a["href"] for a in page.all("a")]
+    assert links[:2] == ["b%20b/report.html", "a/report.html"]
+    assert "a/report.html#check-contract" in links and "b%20b/report.html#check-sweep" in links
+    assert {a.get("data-type") for a in page.all("th")} >= {"number"}
+    bins = {g["data-bin"]: int(g["data-count"]) for g in page.all("g")}
+    assert bins["3"] == 1 and bins["9"] == 1 and sum(bins.values()) == 2  # 33 % and 100 %
+
+
+def test_missing_previews_are_drawn_from_the_reference(tmp_path: Path) -> None:
+    problem = Problem(PROBLEM)
+    drawn = reference_previews(problem, tmp_path / "absent")
+    assert set(drawn) == {plot.file for plot in problem.spec.plots}
+    assert all(data and data.startswith(b"\x89PNG") for data in drawn.values())
+    first = problem.spec.plots[0].file
+    (tmp_path / first).write_bytes(PNG)
+    assert reference_previews(problem, tmp_path)[first] == PNG
+
+
+@pytest.fixture(scope="module")
+def hostile_out(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("hostile")
+    (base / "mallory_inject.py").write_text(HOSTILE)
+    result = run_cli("grade", base / "mallory_inject.py", "--problem", PROBLEM, "--out", base / "out")
+    assert result.returncode == 0, result.stdout + result.stderr  # its markup cannot break the terminal table
+    return base / "out"
+
+
+def test_grade_writes_a_safe_page_for_a_hostile_submission(hostile_out: Path) -> None:
+    report = Report.model_validate_json((hostile_out / "report.json").read_text())
+    assert PAYLOAD in report.stdout and any(PAYLOAD in c.message for c in report.checks())
+    page = assert_safe((hostile_out / "report.html").read_text(), scripts=0)
+    assert page.body_text.count(PAYLOAD) >= 3
+
+
+def test_grade_all_writes_the_dashboard_and_a_page_per_report(submission_batch: Batch) -> None:
+    out = submission_batch.out
+    assert (out / "index.html").is_file(), submission_batch.result.stdout[-3000:] + submission_batch.result.stderr
+    page = assert_safe((out / "index.html").read_text(), scripts=1)
+    rows = [attrs["data-submission"] for tag, attrs in page.tags if tag == "tr" and "data-submission" in attrs]
+    assert rows == sorted(report["submission"] for report in submission_batch.reports.values())
+    for link in {a["href"].split("#")[0] for a in page.all("a")}:
+        assert (out / link).is_file(), link
+    for stem, report in submission_batch.reports.items():
+        images = Page((out / stem / "report.html").read_text()).all("img")
+        assert len(images) == len(report["artifacts"]) + len(Problem(PROBLEM).spec.plots)  # every preview drawn
+
+
+def test_grade_all_shows_progress_and_ends_with_the_class_table(submission_batch: Batch) -> None:
+    output = submission_batch.result.stdout
+    total = len(submission_batch.reports)
+    assert f"{total}/{total}" in output and "elapsed" in output
+    assert output.index("elapsed") < output.index("submissions") < output.index("dashboard:")
