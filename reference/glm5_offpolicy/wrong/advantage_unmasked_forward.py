@@ -1,6 +1,6 @@
 # defect: The advantage is broadcast by multiplication without masking, so a NaN advantage of an empty row gives 0 * NaN = NaN.
 # must_fail: empty_row_nan_advantage
-# may_fail: oracle_weights, oracle_loss, oracle_grad, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, empty_mask
+# may_fail:
 """Known-wrong glm5_offpolicy solution (advantage_unmasked_forward).
 
 The advantage is broadcast by multiplication without masking, so a NaN advantage of an empty row gives 0 * NaN

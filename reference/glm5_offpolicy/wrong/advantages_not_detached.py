@@ -1,6 +1,6 @@
 # defect: The advantages are not detached, so an advantages tensor that requires grad receives a gradient.
 # must_fail: gradient_detached
-# may_fail: oracle_weights, oracle_loss, oracle_grad, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, empty_mask, loss_contract
+# may_fail:
 """Known-wrong glm5_offpolicy solution (advantages_not_detached).
 
 The advantages are not detached, so an advantages tensor that requires grad receives a gradient.

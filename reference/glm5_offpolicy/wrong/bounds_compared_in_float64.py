@@ -1,6 +1,6 @@
 # defect: The ratio is cast to float64 before the bound test, so a float32 ratio equal to float32(0.8) is kept.
-# must_fail: exact_endpoints
-# may_fail: oracle_weights, oracle_loss, oracle_grad, endpoint_sweep, asymmetric_widths, default_widths, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous
+# must_fail: exact_endpoints, endpoint_sweep
+# may_fail: asymmetric_widths
 """Known-wrong glm5_offpolicy solution (bounds_compared_in_float64).
 
 The ratio is cast to float64 before the bound test, so a float32 ratio equal to float32(0.8) is kept.

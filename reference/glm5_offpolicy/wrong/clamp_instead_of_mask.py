@@ -1,6 +1,6 @@
 # defect: Out-of-interval ratios are clamped to the nearest bound (PPO style) instead of being given weight 0.
-# must_fail: exact_endpoints, endpoint_sweep, extreme_ratios, sweep_weights
-# may_fail: oracle_weights, oracle_loss, oracle_grad, asymmetric_widths, default_widths, valid_edge_widths, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous
+# must_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections
+# may_fail: token_mean
 """Known-wrong glm5_offpolicy solution (clamp_instead_of_mask).
 
 Out-of-interval ratios are clamped to the nearest bound (PPO style) instead of being given weight 0.

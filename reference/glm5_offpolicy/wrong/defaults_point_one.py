@@ -1,6 +1,6 @@
 # defect: Both functions default clip_low and clip_high to 0.1 instead of 0.2.
-# must_fail: default_widths
-# may_fail: signatures, oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, empty_mask, weights_contract, loss_contract
+# must_fail: oracle_weights, oracle_loss, oracle_grad, default_widths, padding_nan_inf, extreme_ratios, gradient_detached, mixed_mask_dtype, non_contiguous
+# may_fail: empty_row_nan_advantage, denominator_counts_rejected, token_mean
 """Known-wrong glm5_offpolicy solution (defaults_point_one).
 
 Both functions default clip_low and clip_high to 0.1 instead of 0.2.

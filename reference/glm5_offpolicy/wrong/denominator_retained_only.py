@@ -1,6 +1,6 @@
 # defect: The denominator counts tokens with weights > 0, leaving ratio-rejected valid tokens out.
-# must_fail: denominator_counts_rejected
-# may_fail: oracle_weights, oracle_loss, oracle_grad, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths
+# must_fail: oracle_loss, oracle_grad, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_gradients, bandit_trajectory, bandit_rejections
+# may_fail: token_mean
 """Known-wrong glm5_offpolicy solution (denominator_retained_only).
 
 The denominator counts tokens with weights > 0, leaving ratio-rejected valid tokens out.

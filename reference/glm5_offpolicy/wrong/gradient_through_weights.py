@@ -1,6 +1,6 @@
 # defect: The ratio is not detached, so the weights require grad and the loss backpropagates through r as well as logp.
-# must_fail: weights_detached, oracle_grad, gradient_detached
-# may_fail: oracle_weights, oracle_loss, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, empty_mask
+# must_fail: weights_detached, oracle_grad, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, non_contiguous, sweep_gradients, bandit_trajectory, bandit_rejections
+# may_fail:
 """Known-wrong glm5_offpolicy solution (gradient_through_weights).
 
 The ratio is not detached, so the weights require grad and the loss backpropagates through r as well as logp.

@@ -1,6 +1,6 @@
 # defect: The lower test uses >=, so a ratio exactly equal to 1 - clip_low keeps its weight.
-# must_fail: exact_endpoints, endpoint_sweep, sweep_weights
-# may_fail: oracle_weights, oracle_loss, oracle_grad, asymmetric_widths, default_widths, valid_edge_widths, sweep_gradients, bandit_trajectory, bandit_rejections, gradient_detached, denominator_counts_rejected
+# must_fail: exact_endpoints, endpoint_sweep, sweep_weights, sweep_gradients
+# may_fail: asymmetric_widths, valid_edge_widths
 """Known-wrong glm5_offpolicy solution (inclusive_low_only).
 
 The lower test uses >=, so a ratio exactly equal to 1 - clip_low keeps its weight.

@@ -1,6 +1,6 @@
 # defect: offpolicy_loss returns loss.item(), a Python float, instead of a 0-dim Tensor.
-# must_fail: loss_contract, empty_mask, oracle_loss, oracle_grad, gradient_detached, denominator_counts_rejected, token_mean
-# may_fail: oracle_weights, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, mixed_mask_dtype, non_contiguous, valid_edge_widths, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths
+# must_fail: loss_contract, empty_mask, oracle_loss, oracle_grad, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections
+# may_fail:
 """Known-wrong glm5_offpolicy solution (loss_returns_float).
 
 offpolicy_loss returns loss.item(), a Python float, instead of a 0-dim Tensor.

@@ -1,6 +1,6 @@
 # defect: Only the upper bound is tested, so arbitrarily small ratios (down to 1 - clip_low and below) are kept.
-# must_fail: exact_endpoints, endpoint_sweep, sweep_weights
-# may_fail: oracle_weights, oracle_loss, oracle_grad, asymmetric_widths, default_widths, valid_edge_widths, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous
+# must_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, padding_nan_inf, gradient_detached, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections
+# may_fail: empty_row_nan_advantage
 """Known-wrong glm5_offpolicy solution (low_bound_ignored).
 
 Only the upper bound is tested, so arbitrarily small ratios (down to 1 - clip_low and below) are kept.

@@ -1,6 +1,6 @@
 # defect: The mask is used directly as the torch.where condition, which only works for a bool mask.
-# must_fail: mixed_mask_dtype
-# may_fail: oracle_weights, oracle_loss, oracle_grad, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, non_contiguous, valid_edge_widths, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, weights_contract, weights_detached, loss_contract, empty_mask, no_mutation
+# must_fail: weights_contract, loss_contract, empty_mask, no_mutation, oracle_weights, oracle_loss, oracle_grad, mixed_mask_dtype
+# may_fail:
 """Known-wrong glm5_offpolicy solution (mask_assumed_bool).
 
 The mask is used directly as the torch.where condition, which only works for a bool mask.

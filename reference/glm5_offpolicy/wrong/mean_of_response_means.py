@@ -1,6 +1,6 @@
 # defect: The loss averages per-response token means (sequence-level mean) instead of one token mean.
-# must_fail: token_mean
-# may_fail: oracle_weights, oracle_loss, oracle_grad, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, mixed_mask_dtype, non_contiguous, valid_edge_widths, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, empty_mask
+# must_fail: oracle_loss, oracle_grad, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths
+# may_fail:
 """Known-wrong glm5_offpolicy solution (mean_of_response_means).
 
 The loss averages per-response token means (sequence-level mean) instead of one token mean.

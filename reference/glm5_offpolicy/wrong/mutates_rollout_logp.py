@@ -1,6 +1,6 @@
 # defect: Padding of rollout_logp is overwritten in place (rollout_logp[~valid] = 0).
-# must_fail: no_mutation
-# may_fail: oracle_weights, oracle_loss, oracle_grad, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, weights_detached, loss_contract, empty_mask
+# must_fail: no_mutation, gradient_detached
+# may_fail:
 """Known-wrong glm5_offpolicy solution (mutates_rollout_logp).
 
 Padding of rollout_logp is overwritten in place (rollout_logp[~valid] = 0).

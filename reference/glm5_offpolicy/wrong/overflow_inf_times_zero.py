@@ -1,6 +1,6 @@
 # defect: Rejection multiplies the ratio by the keep mask, so an overflowing ratio gives inf * 0 = NaN.
 # must_fail: extreme_ratios
-# may_fail: oracle_weights, oracle_loss, oracle_grad, valid_edge_widths, padding_nan_inf
+# may_fail:
 """Known-wrong glm5_offpolicy solution (overflow_inf_times_zero).
 
 Rejection multiplies the ratio by the keep mask, so an overflowing ratio gives inf * 0 = NaN.

@@ -1,6 +1,6 @@
 # defect: The keep test forgets the mask, so padding (whose difference was replaced by 0) gets weight exp(0) = 1.
-# must_fail: padding_nan_inf
-# may_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, empty_mask
+# must_fail: empty_mask, oracle_weights, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, mixed_mask_dtype, non_contiguous, valid_edge_widths
+# may_fail:
 """Known-wrong glm5_offpolicy solution (padding_weight_one).
 
 The keep test forgets the mask, so padding (whose difference was replaced by 0) gets weight exp(0) = 1.

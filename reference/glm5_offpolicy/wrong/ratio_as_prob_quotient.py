@@ -1,6 +1,6 @@
 # defect: The ratio is exp(logp) / exp(rollout_logp), which underflows to 0/0 = NaN for very negative log-probs.
-# must_fail: extreme_ratios
-# may_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous
+# must_fail: exact_endpoints, extreme_ratios, sweep_weights, sweep_gradients
+# may_fail: valid_edge_widths
 """Known-wrong glm5_offpolicy solution (ratio_as_prob_quotient).
 
 The ratio is exp(logp) / exp(rollout_logp), which underflows to 0/0 = NaN for very negative log-probs.

@@ -1,6 +1,6 @@
 # defect: rollout_logp is not detached, so a rollout_logp that requires grad receives a gradient through the weights.
 # must_fail: gradient_detached
-# may_fail: oracle_weights, oracle_loss, oracle_grad, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, weights_detached, empty_mask, loss_contract
+# may_fail:
 """Known-wrong glm5_offpolicy solution (rollout_not_detached).
 
 rollout_logp is not detached, so a rollout_logp that requires grad receives a gradient through the weights.

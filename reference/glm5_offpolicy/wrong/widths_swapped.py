@@ -1,6 +1,6 @@
 # defect: The interval is built as (1 - clip_high, 1 + clip_low), swapping the two widths.
-# must_fail: asymmetric_widths
-# may_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, default_widths, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous
+# must_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, non_contiguous, valid_edge_widths
+# may_fail:
 """Known-wrong glm5_offpolicy solution (widths_swapped).
 
 The interval is built as (1 - clip_high, 1 + clip_low), swapping the two widths.
