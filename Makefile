@@ -44,3 +44,9 @@ bench: setup
 gradescope: setup
 	@test -n "$(PROBLEM)" || { echo "usage: make gradescope PROBLEM=<id>; problems: $(PROBLEMS)"; exit 4; }
 	$(PY) -m grader gradescope-zip --problem $(PROBLEM)
+
+# `make learner-pack PROBLEM=ID` builds artifacts/learner/ID.zip: statement, starter, toy, public cases and `check`.
+.PHONY: learner-pack
+learner-pack: setup
+	@test -n "$(PROBLEM)" || { echo "usage: make learner-pack PROBLEM=<id>; problems: $(PROBLEMS)"; exit 4; }
+	$(PY) -m grader learner-pack --problem $(PROBLEM)

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade_all.add_argument("--out", type=Path, help="default artifacts/ID/")
     grade_all.add_argument("--jobs", type=int, default=0, help="parallel workers (default: CPU count)")
     grade_all.add_argument("--seed", type=int)
+    grade_all.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices (K from 0) of the "
+                           "submissions sorted by name; then `merge` the shards' --out folders")
     _limit_options(grade_all)
 
     previews = commands.add_parser("previews", help="draw the reference's T3 plots", epilog=EPILOG)
@@ -58,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     gradescope = commands.add_parser("gradescope-zip", help="build a Gradescope autograder zip", epilog=EPILOG)
     gradescope.add_argument("--problem", required=True)
     gradescope.add_argument("--out", type=Path, help="default artifacts/gradescope/ID.zip")
+
+    merge = commands.add_parser("merge", help="join the --out folders of grade-all shards into one class summary",
+                                epilog=EPILOG)
+    merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="grade-all --shard output folders")
+    merge.add_argument("--out", type=Path, help="where summary.csv and index.html go (default: the first DIR)")
+
+    pack = commands.add_parser("learner-pack", help="build the learner's zip: statement, starter, toy, public cases "
+                               "and a `check` command", epilog=EPILOG)
+    pack.add_argument("--problem", required=True)
+    pack.add_argument("--out", type=Path, help="default artifacts/learner/ID.zip")
     return parser
 
 

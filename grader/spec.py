@@ -57,6 +57,8 @@ class CheckSpec(Strict):
     title: str
     points: float = Field(gt=0)
     visibility: Visibility = "visible"
+    # false: its cases come only from the hidden grading seeds, so no learner-side copy (the learner pack) runs it
+    public: bool = True
     # differential
     cases: str | None = None
     expected: Literal["reference", "oracle"] = "reference"

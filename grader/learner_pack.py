@@ -1,0 +1,333 @@
+"""The learner pack: a zip in which a learner grades a file on a problem's public cases, in the official sandbox.
+
+`build_pack` (trusted side, in the course's repository) writes `ID.zip`, whose folder `ID/` holds the statement,
+the starter, the toy experiment, the problem spec, `public_cases.pt` and the part of the grader that grading
+needs. `public_cases.pt` is plain data read with `weights_only=True`: the inputs of every case of the checks the
+spec marks public, drawn from the public seed, and what the reference returned on each (the return value,
+the gradients, the exception type). The pack never carries the reference, the oracle, the known-wrong
+solutions, the case generators, a hidden seed, nor any case of a check marked `public = false`.
+
+Inside the pack, `python check FILE` runs `check_main`: the same worker, sandbox and checks as the official
+grader, on the public cases only; it prints a table and writes the learner's view of the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import io
+import json
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .cases import Call
+from .expectations import Expectations
+from .judge import grade
+from .learner_view import learner_view
+from .problem import Problem
+from .report import Report, write_atomic
+from .spec import CheckSpec, ProblemSpec, load_spec
+from .summary import STYLE
+from .verdicts import ExitCode, Status, Verdict
+
+DATA_FILE = "public_cases.pt"
+DATA_FORMAT = 1
+PROBLEM_FILES = ("statement.md", "starter.py", "experiment.py", "problem.toml")
+# The modules the pack's check imports; the files they import follow (`grader_files`).
+ENTRY_MODULES = ("grader.learner_pack",)
+# Files the sandbox runs by path rather than imports: the worker's package and the box's init script.
+RUN_BY_PATH = ("worker", "sandbox_init.py")
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the same sources give the same zip, byte for byte
+HIDDEN_NOTE = "graded only by the official grader, on cases from hidden seeds"
+
+CHECK_SCRIPT = '''#!/usr/bin/env python3
+"""Grade a solution on this problem's public cases: `python check FILE` (see README.md)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grader.learner_pack import check_main  # noqa: E402
+
+sys.exit(check_main())
+'''
+
+README = """# {title}
+
+Your practice kit for `{id}`. Read `statement.md`, copy `starter.py` to a file of your own, fill in the
+functions, then grade it on the public cases:
+
+```sh
+python check my_solution.py
+```
+
+`check` imports your file in the same sandboxed worker as the official grader, calls your functions on the
+public cases, runs the toy experiment (`experiment.py`) and compares everything with the reference's results,
+which `{data}` holds precomputed. It prints a table and writes `reports/<file stem>.json`.
+
+The official grade runs the same checks on cases drawn from hidden seeds, plus the checks marked hidden in the
+table, which no file here can run. Passing every public check is necessary, not sufficient.
+Needs Python 3.11 or later with torch, pydantic and rich; the sandbox is strongest on Linux.
+"""
+
+
+# ---------------------------------------------------------------------------------------------- the public part
+
+
+def public_spec(spec: ProblemSpec) -> ProblemSpec:
+    """The spec restricted to its public checks; each tier is worth what its public checks are worth."""
+    checks = [c for c in spec.checks if c.public]
+    tiers = []
+    for tier in spec.tiers:
+        points = sum(c.points for c in checks if c.tier == tier.id)
+        if points > 0:
+            tiers.append(tier.model_copy(update={"points": points}))
+    return ProblemSpec.model_validate({**spec.model_dump(), "tiers": [t.model_dump() for t in tiers],
+                                       "checks": [c.model_dump() for c in checks]})
+
+
+def hidden_checks(spec: ProblemSpec) -> list[CheckSpec]:
+    return [c for c in spec.checks if not c.public]
+
+
+def _call_data(call: Call) -> dict[str, Any]:
+    return {"function": call.function, "kwargs": dict(call.kwargs), "label": call.label,
+            "requires_grad": list(call.requires_grad), "backward": call.backward}
+
+
+def _expected_only(observation: dict[str, Any]) -> dict[str, Any]:
+    """What a comparison reads of an expected observation: the output, the gradients and an exception's type.
+
+    An exception's message is the reference's own text, and the inputs after the call repeat the inputs sent.
+    """
+    kept = {key: observation[key] for key in ("output", "grads") if key in observation}
+    for key in ("raised", "backward_error"):
+        if key in observation:
+            exc = observation[key]
+            kept[key] = {"type": exc["type"], "bases": list(exc.get("bases", [])), "message": ""}
+    return kept
+
+
+def public_cases(problem: Problem) -> dict[str, Any]:
+    """The public checks' cases, drawn from the public seed, and the expected observations of each."""
+    spec = problem.spec
+    expect = Expectations(problem, spec.public_seed)
+    cases: dict[str, list[dict[str, Any]]] = {}
+    observations: dict[str, list[dict[str, Any]]] = {}
+    for check in (c for c in spec.checks if c.public and c.cases):
+        assert check.cases is not None
+        shown = [(i, call) for i, call in enumerate(expect.cases(check.cases)) if not call.hidden]
+        cases[check.cases] = [_call_data(call) for _, call in shown]
+        observations[f"{check.expected}/{check.cases}"] = [
+            _expected_only(expect.observation(check.expected, check.cases, i)) for i, _ in shown]
+    names = [name for c in spec.checks if c.public and c.kind == "experiment" for name in c.series]
+    series = {name: expect.series()[name] for name in names}
+    return {"format": DATA_FORMAT, "problem": problem.id, "seed": spec.public_seed, "cases": cases,
+            "observations": observations, "series": series}
+
+
+# ---------------------------------------------------------------------------------------------- building the zip
+
+
+def _module_file(package_dir: Path, parts: list[str]) -> Path | None:
+    path = package_dir.parent.joinpath(*parts)
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def _imported(path: Path, package_dir: Path) -> list[list[str]]:
+    """Dotted names (as parts) of the grader modules `path` imports, at its top or inside functions."""
+    package = list(path.relative_to(package_dir.parent).parts[:-1])  # the package `path` belongs to
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = base + (node.module.split(".") if node.module else [])
+            found.append(target)
+            found += [target + [alias.name] for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [alias.name.split(".") for alias in node.names]
+    return [parts for parts in found if parts and parts[0] == package_dir.name]
+
+
+def grader_files(package_dir: Path) -> list[Path]:
+    """The grader files the pack's check needs: the closure of ENTRY_MODULES' imports, and RUN_BY_PATH."""
+    pending = [_module_file(package_dir, name.split(".")) for name in ENTRY_MODULES]
+    pending += [p for name in RUN_BY_PATH for p in ([package_dir / name] if name.endswith(".py") else
+                                                      sorted((package_dir / name).glob("*.py")))]
+    seen: set[Path] = set()
+    while pending:
+        path = pending.pop()
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        for parts in _imported(path, package_dir):
+            for depth in range(1, len(parts) + 1):  # every package on the way, then the module itself
+                pending.append(_module_file(package_dir, parts[:depth]))
+    return sorted(seen)
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=FIXED_TIME)
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(info, data)
+
+
+def _torch_bytes(data: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(data, buffer)
+    return buffer.getvalue()
+
+
+def build_pack(problem: Problem, out: Path) -> list[str]:
+    """Write the learner pack of `problem` to `out`; return the names it holds."""
+    files: dict[str, bytes] = {name: (problem.problem_dir / name).read_bytes() for name in PROBLEM_FILES}
+    files["README.md"] = README.format(title=problem.spec.title, id=problem.id, data=DATA_FILE).encode()
+    files[DATA_FILE] = _torch_bytes(public_cases(problem))
+    package_dir = Path(__file__).resolve().parent
+    for path in grader_files(package_dir):
+        files[path.relative_to(package_dir.parent).as_posix()] = path.read_bytes()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with zipfile.ZipFile(tmp, "w") as archive:
+        _add(archive, f"{problem.id}/check", CHECK_SCRIPT.encode(), executable=True)
+        for name in sorted(files):
+            _add(archive, f"{problem.id}/{name}", files[name])
+    tmp.replace(out)
+    return [f"{problem.id}/check", *(f"{problem.id}/{name}" for name in sorted(files))]
+
+
+# ---------------------------------------------------------------------------------------------- inside the pack
+
+
+@dataclass(frozen=True)
+class PackedProblem:
+    """What `judge.grade` reads of a problem, from an unpacked pack: its id, public spec, toy and a hash."""
+
+    id: str
+    spec: ProblemSpec
+    full_spec: ProblemSpec
+    experiment_path: Path
+    content_hash: str
+
+    @classmethod
+    def load(cls, root: Path) -> PackedProblem:
+        full = load_spec(root / "problem.toml")
+        digest = hashlib.sha256()
+        for name in ("problem.toml", "experiment.py", DATA_FILE):
+            digest.update((root / name).read_bytes())
+        return cls(full.id, public_spec(full), full, root / "experiment.py", digest.hexdigest())
+
+
+class PackedCases:
+    """The pack's public cases and expected observations, in the shape `judge.grade` asks `Expectations` for."""
+
+    def __init__(self, path: Path) -> None:
+        data = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+        if not isinstance(data, dict) or data.get("format") != DATA_FORMAT:
+            raise ValueError(f"{path} is not a learner pack's public cases (format {DATA_FORMAT})")
+        self.seed: int = data["seed"]
+        self._calls = {name: [Call(c["function"], c["kwargs"], c["label"], tuple(c["requires_grad"]), c["backward"])
+                              for c in calls] for name, calls in data["cases"].items()}
+        self._observations: dict[str, list[dict[str, Any]]] = data["observations"]
+        self._series: dict[str, torch.Tensor] = data["series"]
+
+    def warm(self) -> None:
+        """Nothing to compute: the pack holds every expectation precomputed."""
+
+    def cases(self, name: str) -> list[Call]:
+        return self._calls[name]
+
+    def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
+        return self._observations[f"{source}/{name}"][index]
+
+    def series(self) -> dict[str, torch.Tensor]:
+        return self._series
+
+
+def learner_report(report: Report, full_spec: ProblemSpec) -> dict[str, Any]:
+    """The learner's view of a grade on the public cases, the hidden checks it did not run, and what the
+    learner's own code printed (every case here is public, so nothing in it can be secret)."""
+    hidden = [{"id": c.id, "tier": c.tier, "title": c.title, "max_score": c.points, "note": HIDDEN_NOTE}
+              for c in hidden_checks(full_spec)]
+    return {**learner_view(report), "scope": "public cases", "official_max_score": full_spec.max_score,
+            "hidden_checks": hidden, "stdout": report.stdout, "stderr": report.stderr}
+
+
+def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]:
+    """One row per check of the spec, in its order: a public check's result, or a hidden check's note."""
+    ran = {check["id"]: (tier["tier"], check) for tier in view["tiers"] for check in tier["checks"]}
+    rows = []
+    for spec in full_spec.checks:
+        if spec.id not in ran:
+            rows.append((spec.tier, spec.id, "", "[dim]hidden[/]", f"-/{spec.points:g}", f"[dim]{HIDDEN_NOTE}[/]"))
+            continue
+        tier, check = ran[spec.id]
+        verdict = Verdict(check["verdict"])
+        cases = f"{check['cases_passed']}/{check['cases_total']}" if check["cases_total"] else ""
+        message = "" if verdict == Verdict.PASS else escape(check["message"])
+        rows.append((tier, check["id"], cases, f"[{STYLE[verdict]}]{verdict}[/]",
+                     f"{check['score']:g}/{check['max_score']:g}", message))
+    return rows
+
+
+def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> None:
+    table = Table(title=f"{view['problem']} · {escape(view['submission'])} · public checks "
+                        f"{view['score']:g}/{view['max_score']:g} ({view['status']})")
+    for column in ("tier", "check", "cases", "verdict", "score", "message"):
+        table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
+    for row in _rows(view, full_spec):
+        table.add_row(*row)
+    console = Console(width=140, soft_wrap=False)
+    console.print(table)
+    if view["message"]:
+        console.print(f"[red]{escape(view['message'])}[/]")
+        console.print(escape(view["stderr"][-2000:]))  # the learner's own traceback
+    console.print(f"report: {path}  ·  the official grade is out of {view['official_max_score']:g}: "
+                  "the same checks on cases from hidden seeds, and the hidden ones")
+
+
+def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
+    problem = PackedProblem.load(root)
+    cases = PackedCases(root / DATA_FILE)
+    # judge.grade reads only id, spec, experiment_path and content_hash of a problem, and warm, cases,
+    # observation and series of its expectations: the packed stand-ins provide exactly those.
+    graded = grade(cast(Problem, problem), submission, cases.seed, problem.spec.limits,
+                   expectations=cast(Expectations, cases), command=f"python check {submission}")
+    view = learner_report(graded.report, problem.full_spec)
+    write_atomic(report_path, json.dumps(view, indent=2) + "\n")
+    print_table(view, problem.full_spec, report_path)
+    failed = graded.report.status == Status.JUDGE_ERROR or any(
+        c.verdict == Verdict.JUDGE_ERROR for c in graded.report.checks())
+    return ExitCode.JUDGE_ERROR if failed else ExitCode.OK
+
+
+def check_main(argv: list[str] | None = None) -> int:
+    root = Path(__file__).resolve().parent.parent
+    parser = argparse.ArgumentParser(prog="check", description="Grade FILE on this problem's public cases.",
+                                     epilog="exit codes: " + ", ".join(f"{c.value} {c.name.lower()}" for c in ExitCode))
+    parser.add_argument("file", type=Path, help="your solution, a Python file")
+    parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
+    args = parser.parse_args(argv)
+    if not args.file.is_file():
+        print(f"check: {args.file}: no such file; expected a Python file with your solution", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    try:
+        return int(run_check(root, args.file.resolve(), args.report or root / "reports" / f"{args.file.stem}.json"))
+    except Exception as exc:  # noqa: BLE001 - a fault of the pack is never the learner's
+        import traceback
+
+        traceback.print_exc()
+        print(f"check: internal error of the grader, not of your code: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return int(ExitCode.JUDGE_ERROR)
