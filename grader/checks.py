@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,6 +46,7 @@ class Context(Protocol):
     def cases(self, check: CheckSpec) -> list[Call]: ...
     def expected(self, check: CheckSpec, index: int, call: Call) -> dict: ...
     def observe(self, call: Call) -> dict: ...
+    def observe_all(self, calls: list[Call]) -> Iterator[dict | LearnerFailure]: ...
     def signatures(self) -> dict: ...
     def functions(self) -> list[FunctionSpec]: ...
     def tolerances(self) -> dict[str, Tolerance]: ...
@@ -152,20 +153,19 @@ def _signature_problem(function: FunctionSpec, info: dict | None) -> str | None:
 def check_differential(ctx: Context, check: CheckSpec) -> Tally:
     outcomes: list[tuple[str, bool, Outcome]] = []
     calls = ctx.cases(check)
-    for index, call in enumerate(calls):
-        want = ctx.expected(check, index, call)
-        try:
-            got = ctx.observe(call)
-        except LearnerFailure as failure:
-            outcomes.append((call.label, call.hidden, Outcome(failure.verdict, failure_evidence(failure))))
-            if failure.verdict in (Verdict.TIMEOUT, Verdict.SKIPPED):
-                # one hang is enough evidence; do not spend the budget hanging on every case
-                rest = Outcome(failure.verdict, _mismatch("not run after an earlier case " + str(failure.verdict)))
-                outcomes += [(c.label, c.hidden, rest) for c in calls[index + 1:]]
-                break
+    for index, got in enumerate(ctx.observe_all(calls)):
+        call = calls[index]
+        if isinstance(got, LearnerFailure):
+            outcomes.append((call.label, call.hidden, Outcome(got.verdict, failure_evidence(got))))
             continue
+        want = ctx.expected(check, index, call)
         outcomes.append((call.label, call.hidden, judge_case(
             call.function, call.kwargs, got, want, check.compare, ctx.tolerances())))
+    if len(outcomes) < len(calls):
+        # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run
+        verdict = outcomes[-1][2].verdict if outcomes else Verdict.SKIPPED
+        rest = Outcome(verdict, _mismatch(f"not run after an earlier case ({verdict})"))
+        outcomes += [(c.label, c.hidden, rest) for c in calls[len(outcomes):]]
     return Tally(outcomes)
 
 

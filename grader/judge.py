@@ -6,7 +6,7 @@ import hashlib
 import platform
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +86,8 @@ class Grading:
             self.stderr.append(self.worker.stderr.text())
             self.worker = None
 
-    def _request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def _ready_worker(self) -> Worker:
+        """The live worker, restarted if an earlier failure ended it; a LearnerFailure when none can run."""
         if self.remaining() <= 0:
             raise LearnerFailure(Verdict.SKIPPED, "the submission's time budget ran out before this case")
         if self.worker is None:
@@ -96,17 +97,68 @@ class Grading:
             if restarted != Status.GRADED:
                 raise LearnerFailure(Verdict.CRASHED, "the worker could not be restarted after an earlier failure")
         assert self.worker is not None
+        return self.worker
+
+    def _failure(self, error: WorkerTimeout | WorkerCrashed, timeout: float) -> LearnerFailure:
+        self.stop()
+        if isinstance(error, WorkerCrashed):
+            return LearnerFailure(Verdict.CRASHED, f"the worker process died during this call: {error}")
+        if self.remaining() <= 0:
+            return LearnerFailure(Verdict.TIMEOUT, "the submission's time budget ran out during this call")
+        return LearnerFailure(Verdict.TIMEOUT, f"no answer within {timeout:.3g} s (infinite loop?)")
+
+    def _request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        worker = self._ready_worker()
         timeout = min(timeout_s, self.remaining())
         try:
-            return self.worker.request(message, timeout)
-        except WorkerTimeout:
-            self.stop()
-            if self.remaining() <= 0:
-                raise LearnerFailure(Verdict.TIMEOUT, "the submission's time budget ran out during this call") from None
-            raise LearnerFailure(Verdict.TIMEOUT, f"no answer within {timeout:.3g} s (infinite loop?)") from None
-        except WorkerCrashed as exc:
-            self.stop()
-            raise LearnerFailure(Verdict.CRASHED, f"the worker process died during this call: {exc}") from None
+            return worker.request(message, timeout)
+        except (WorkerTimeout, WorkerCrashed) as exc:
+            raise self._failure(exc, timeout) from None
+
+    def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any] | LearnerFailure]:
+        """Observe every call in order, one observation or failure each.
+
+        The calls go out in one frame and the answers stream back one by one, so the judge compares case k
+        while the worker computes case k + 1; each answer still has its own time limit. After a crash the
+        remaining calls go to a fresh worker.
+        """
+        pending = list(calls)
+        while pending:
+            try:
+                worker = self._ready_worker()
+                timeout = min(self.limits.call_timeout_s, self.remaining())
+                worker.send({"op": "calls", "calls": [c.request() for c in pending]}, timeout)
+            except LearnerFailure as failure:
+                yield failure
+                return
+            except (WorkerTimeout, WorkerCrashed) as exc:
+                yield self._failure(exc, timeout)
+                return
+            for index, call in enumerate(pending):
+                timeout = min(self.limits.call_timeout_s, self.remaining())
+                try:
+                    answer = worker.receive(timeout)
+                except (WorkerTimeout, WorkerCrashed) as exc:
+                    failure = self._failure(exc, timeout)
+                    yield failure
+                    if failure.verdict != Verdict.CRASHED:
+                        return
+                    pending = pending[index + 1:]
+                    break
+                try:
+                    yield self._accept(call, answer)
+                except LearnerFailure as failure:
+                    yield failure
+            else:
+                pending = []
+
+    def _accept(self, call: Call, answer: dict[str, Any]) -> dict[str, Any]:
+        if answer.get("op") == "missing":
+            raise LearnerFailure(Verdict.ERROR, f"{call.function} is not defined in your file")
+        try:
+            return sanitize(answer)
+        except Malformed as exc:
+            raise LearnerFailure(Verdict.FAIL, f"the call's result could not be accepted: {exc}") from None
 
     # ------------------------------------------------------------------ Context
     def cases(self, check: CheckSpec) -> list[Call]:
@@ -118,13 +170,7 @@ class Grading:
         return self.expect.observation(check.expected, check.cases, index)
 
     def observe(self, call: Call) -> dict[str, Any]:
-        answer = self._request(call.request(), self.limits.call_timeout_s)
-        if answer.get("op") == "missing":
-            raise LearnerFailure(Verdict.ERROR, f"{call.function} is not defined in your file")
-        try:
-            return sanitize(answer)
-        except Malformed as exc:
-            raise LearnerFailure(Verdict.FAIL, f"the call's result could not be accepted: {exc}") from None
+        return self._accept(call, self._request(call.request(), self.limits.call_timeout_s))
 
     def signatures(self) -> dict[str, Any]:
         return dict(self.hello.get("functions", {}))

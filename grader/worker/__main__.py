@@ -102,6 +102,10 @@ def main() -> None:
             return  # the judge went away
         if request.get("op") == "exit":
             return
+        if request.get("op") == "calls":  # a batch: one answer per call, each written as soon as it is ready
+            for call in request.get("calls", []):
+                protocol.write_frame(response_fd, handle(call, module, config))
+            continue
         protocol.write_frame(response_fd, handle(request, module, config))
 
 
