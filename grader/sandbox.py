@@ -1,13 +1,15 @@
 """Start a worker confined as far as this machine allows, and say exactly what was in force.
 
-Three levels, strongest first:
+Three levels, strongest first (docs/threat-model.md says what each one defends and what it does not):
 - `namespaces+uid` (the grader runs as root): fresh PID, mount, network, IPC and UTS namespaces; a private
-  root holding only the system libraries, Python, the worker's own files and tmpfs scratch and /tmp; an
-  unprivileged uid per worker slot; rlimits. The whole PID namespace dies with the worker.
-- `user-namespace` (an ordinary user whose kernel allows user namespaces): the same, but the worker keeps
-  the caller's uid, mapped to a capability-less root inside its namespace.
-- `limits-only`: rlimits, a new session and a private scratch folder; no filesystem or network isolation,
-  and a process that leaves the session (`setsid`) can outlive the grading.
+  root holding only the system libraries, Python, the worker's own files and tmpfs scratch and /tmp, with the
+  grader, the project and a minimal /etc; an unprivileged uid per worker slot; rlimits; a control group per
+  slot bounding the memory and process count of all its processes together, where the machine offers one.
+  The whole PID namespace dies with the worker.
+- `user-namespace` (an ordinary user whose kernel allows user namespaces): the same box, but the worker keeps
+  the caller's uid, mapped to a capability-less root inside its namespace, and has no control group.
+- `limits-only`: rlimits, a private scratch folder and a subreaper that kills what the worker leaves behind;
+  no filesystem or network isolation, and nothing stops a learner who attacks the grading user's processes.
 """
 
 from __future__ import annotations
@@ -17,26 +19,35 @@ import functools
 import importlib.util
 import json
 import os
-import resource
+import platform
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
+from . import cgroups
+from .paths import PROJECT_ROOT
 from .report import Isolation
 from .spec import Limits
 
 Level = Literal["namespaces+uid", "user-namespace", "limits-only"]
-WORKER_SOURCE = Path(__file__).resolve().parent / "worker"
-INIT_SCRIPT = Path(__file__).resolve().parent / "sandbox_init.py"
+GRADER_PACKAGE = Path(__file__).resolve().parent
+WORKER_SOURCE = GRADER_PACKAGE / "worker"
+INIT_SCRIPT = GRADER_PACKAGE / "sandbox_init.py"
 SLOT_UID_BASE = 61000
 MAX_SLOTS = 256
-SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+# /etc holds the host's configuration (package indexes, keys, the grader's own settings); the box gets only
+# what the dynamic linker and the C library need, plus a passwd and group written for it
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
 NAMESPACES = ["pid", "mount", "net", "ipc", "uts"]
+BOX_TMPFS_MB = 64  # each of /scratch, /tmp and /dev/shm; memory-backed, counted in the slot's control group
 
 
 def _probe(args: list[str]) -> bool:
@@ -59,12 +70,34 @@ def best_level() -> Level:
     return "limits-only"
 
 
+@functools.cache
+def _die_with_judge() -> list[str]:
+    """A prefix that kills `unshare` if the judge thread that started it dies (util-linux setpriv)."""
+    setpriv = shutil.which("setpriv")
+    prefix = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    return prefix if prefix and _probe([*prefix, "true"]) else []
+
+
+def _kernel_counts_nproc_per_namespace() -> bool:
+    """Linux 5.14 counts RLIMIT_NPROC per user namespace; before, across all of the caller's processes."""
+    try:
+        major, minor = (int(part) for part in platform.release().split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 14)
+
+
 class Slot:
     """An exclusive worker slot (and so a uid of its own), held by a lock file until released."""
 
     def __init__(self) -> None:
-        lock_dir = Path(tempfile.gettempdir()) / f"paperleet-slots-{os.geteuid()}"
+        # slots stand for uids, a resource of the whole machine: every grader must see the same locks, whatever
+        # its TMPDIR
+        lock_dir = Path("/tmp") / f"paperleet-slots-{os.geteuid()}"
         lock_dir.mkdir(mode=0o700, exist_ok=True)
+        info = lock_dir.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise RuntimeError(f"{lock_dir} is not a private folder of this user; remove it")
         for index in range(MAX_SLOTS):
             handle: IO[bytes] = open(lock_dir / f"{index}.lock", "wb")  # noqa: SIM115 - held until release()
             try:
@@ -93,6 +126,79 @@ def _site_dirs() -> list[str]:
     return sorted(dirs)
 
 
+@functools.cache
+def _usable_by_anyone() -> bool:
+    """Whether any uid may run this Python and the sandbox script: every folder above them searchable by others,
+    the files readable (a Python under /root, mode 0700, is not)."""
+    paths = [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), INIT_SCRIPT, *map(Path, _site_dirs())]
+    try:
+        for path in {Path(os.path.realpath(p)) for p in paths}:
+            if not path.stat().st_mode & stat.S_IROTH:
+                return False
+            if any(not folder.stat().st_mode & stat.S_IXOTH for folder in path.parents):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _installed_graders() -> list[Path]:
+    """Copies of the grader package installed into any site folder the box binds, this one's or the base's."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_prefix}
+    sites = {*_site_dirs(), sysconfig.get_paths(vars=base)["purelib"], sysconfig.get_paths(vars=base)["platlib"]}
+    return [Path(site) / "grader" for site in sites if (Path(site) / "grader").is_dir()]
+
+
+def secrets(submission: Path) -> list[Path]:
+    """What no worker may read even where it lies inside a bound tree: the grader, the project (reference,
+    known-wrong solutions, hidden seeds, artifacts), the expectations cache and the other submissions."""
+    found = [GRADER_PACKAGE, PROJECT_ROOT, submission.parent, *_installed_graders()]
+    found += [Path(os.environ[v]) for v in ("PAPERLEET_ARTIFACTS", "PAPERLEET_CACHE") if os.environ.get(v)]
+    return sorted({Path(os.path.realpath(p)) for p in found})
+
+
+def _uncovered(secret: Path, kept: list[Path]) -> list[Path]:
+    """`secret` itself or, where a bound tree lies inside it, every other entry of it, recursively."""
+    inner = [k for k in kept if secret in k.parents]
+    if not inner:
+        return [secret]
+    out: list[Path] = []
+    for child in sorted(secret.iterdir()):
+        if child in inner or child.is_symlink():
+            continue  # a bound tree stays visible; a link is harmless when what it points to is covered
+        out += _uncovered(child, inner) if any(child in k.parents for k in inner) else [child]
+    return out
+
+
+def masks(binds: list[tuple[str, str, bool]], hidden: Iterable[Path]) -> list[str]:
+    """Box paths to cover: each secret inside a bound tree, seen through every bind that shows it."""
+    real = [Path(os.path.realpath(source)) for source, _, _ in binds]
+    hidden = list(hidden)
+    out = set()
+    for (_, target, _), source in zip(binds, real, strict=True):
+        for secret in hidden:
+            if source in secret.parents:
+                for path in _uncovered(secret, real):
+                    out.add(f"{target.rstrip('/')}/{path.relative_to(source).as_posix()}")
+    return sorted(out)
+
+
+def _python() -> str:
+    """This Python, by a path that exists in the box too (no `..` through folders the box leaves out); not
+    resolved, since a virtual environment is recognised by the path it was started from."""
+    return os.path.normpath(sys.executable)
+
+
+def _identity_files(uid: int) -> dict[str, str]:
+    users = {0: "root", uid: "learner", 65534: "nobody"}
+    return {
+        "/etc/passwd": "".join(f"{n}:x:{u}:{u}:{n}:/scratch:/usr/sbin/nologin\n" for u, n in users.items()),
+        "/etc/group": "".join(f"{n}:x:{u}:\n" for u, n in users.items()),
+        "/etc/hostname": "paperleet\n",
+        "/etc/hosts": "127.0.0.1 localhost paperleet\n",
+    }
+
+
 @dataclass
 class Box:
     """The files one worker may see, prepared by the judge in a private temporary folder."""
@@ -103,6 +209,7 @@ class Box:
     level: Level
     slot: Slot
     home: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="paperleet-")))
+    cgroup: cgroups.Cgroup | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         runtime = self.home / "runtime"
@@ -115,6 +222,10 @@ class Box:
         (self.home / "box").mkdir(mode=0o755)
         scratch = self.home / "scratch"
         scratch.mkdir(mode=0o700)
+        if self.drops_uid and not self.confined:  # the slot's uid works in the host's folders themselves
+            self.home.chmod(0o711)
+            os.chown(scratch, self.uid, self.uid)
+        self.cgroup = cgroups.create(f"slot-{self.slot.index}", self.limits.memory_mb << 20, self.limits.max_processes)
 
     @property
     def confined(self) -> bool:
@@ -123,6 +234,19 @@ class Box:
     @property
     def runtime(self) -> str:
         return "/runtime" if self.confined else str(self.home / "runtime")
+
+    @property
+    def drops_uid(self) -> bool:
+        """Whether the worker runs as the slot's own uid: whenever the grader is root, except in a user namespace
+        and where, without a private root, the slot's uid could not even start Python."""
+        if os.geteuid() != 0 or self.level == "user-namespace":
+            return False
+        return self.level == "namespaces+uid" or _usable_by_anyone()
+
+    @property
+    def uid(self) -> int:
+        """The worker's uid as the host sees it."""
+        return self.slot.uid if self.drops_uid else os.geteuid()
 
     def rlimits(self) -> dict[str, int]:
         mb = 1 << 20
@@ -133,75 +257,95 @@ class Box:
             "RLIMIT_CORE": 0,
             "RLIMIT_NOFILE": 256,
         }
-        if self.level == "namespaces+uid":
-            limits["RLIMIT_NPROC"] = self.limits.max_processes  # counted per uid, and the slot's uid is its own
+        if self.drops_uid or (self.level == "user-namespace" and _kernel_counts_nproc_per_namespace()):
+            limits["RLIMIT_NPROC"] = self.limits.max_processes  # counted for the slot's uid, or the namespace's
         return limits
 
     def binds(self) -> list[tuple[str, str, bool]]:
         python_dirs = {sys.base_prefix, sys.prefix, *_site_dirs()}
         binds = [(d, d, True) for d in SYSTEM_DIRS]
+        binds += [(f"/etc/{name}", f"/etc/{name}", True) for name in ETC_ENTRIES]
         binds += [(d, d, True) for d in sorted(python_dirs)]
         binds.append((str(self.home / "runtime"), "/runtime", True))
         return binds
 
-    def hidden(self) -> list[str]:
-        """Folders inside a bound tree that the worker must still not read (an installed grader package)."""
-        hide = []
-        for site in _site_dirs():
-            package = Path(site) / "grader"
-            if package.is_dir() and package.resolve() != WORKER_SOURCE.parent:
-                hide.append(str(package))
-        return hide
+    def command(self) -> list[str]:
+        """The process to start; it reads `init_config()` on its stdin."""
+        prefix: list[str] = []
+        if self.level == "namespaces+uid":
+            prefix = [*_die_with_judge(), "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc",
+                      "--uts", "--"]
+        elif self.level == "user-namespace":
+            prefix = [*_die_with_judge(), "unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
+                      "--mount", "--net", "--ipc", "--uts", "--"]
+        return [*prefix, _python(), "-I", "-S", str(INIT_SCRIPT)]
 
-    def command(self, worker_config: dict[str, object]) -> list[str]:
+    def init_config(self, worker_config: dict[str, object]) -> bytes:
         env = {
             "PATH": "/usr/bin:/bin", "HOME": "/scratch" if self.confined else str(self.home / "scratch"),
             "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
             "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
         }
+        if not self.confined:
+            env["TMPDIR"] = str(self.home / "scratch")
         bootstrap = (
             "import sys, runpy; sys.path.insert(0, sys.argv[1]); sys.argv = [sys.argv[0], sys.argv[2]]; "
             "runpy.run_module('worker', run_name='__main__', alter_sys=True)"
         )
-        argv = [sys.executable, "-I", "-u", "-c", bootstrap, self.runtime, json.dumps(worker_config)]
-        uid = self.slot.uid if self.level == "namespaces+uid" else os.geteuid()
-        init = {
-            "argv": argv, "env": env, "rlimits": self.rlimits(), "uid": uid, "gid": uid,
-            "drop_uid": self.level == "namespaces+uid", "die_with_parent": True,
-            "cwd": str(self.home / "scratch"), "tmp_mb": 64,
+        argv = [_python(), "-I", "-u", "-c", bootstrap, self.runtime, json.dumps(worker_config)]
+        inside = 0 if self.level == "user-namespace" else self.uid
+        init: dict[str, object] = {
+            "argv": argv, "env": env, "rlimits": self.rlimits(), "uid": inside, "gid": inside,
+            "drop_uid": self.drops_uid, "die_with_parent": True,
+            "cwd": str(self.home / "scratch"), "tmp_mb": BOX_TMPFS_MB,
+            "cgroups": self.cgroup.procs_files if self.cgroup else [],
         }
         if self.confined:
-            init.update(box=str(self.home / "box"), binds=self.binds(), hide=self.hidden())
-            if self.level == "user-namespace":
-                init["uid"] = init["gid"] = 0
-        prefix: list[str] = []
-        if self.level == "namespaces+uid":
-            prefix = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts", "--"]
-        elif self.level == "user-namespace":
-            prefix = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount",
-                      "--net", "--ipc", "--uts", "--"]
-        return [*prefix, sys.executable, "-I", "-S", str(INIT_SCRIPT), json.dumps(init)]
+            binds = self.binds()
+            init.update(box=str(self.home / "box"), binds=binds, masks=masks(binds, secrets(self.submission)),
+                        files=_identity_files(inside))
+        return json.dumps(init).encode()
 
     def isolation(self) -> Isolation:
-        notes = []
-        if self.level == "limits-only":
-            notes.append("no namespaces available: a process that calls setsid can outlive the grading, "
-                         "and the worker can read whatever the grading user can read")
-        if self.level == "user-namespace":
-            notes.append("the worker keeps the caller's uid outside its namespace (no capabilities inside)")
+        limits = {k: float(v) for k, v in self.rlimits().items()}
+        if self.cgroup:
+            limits.update(CGROUP_MEMORY_BYTES=float(self.cgroup.memory_bytes),
+                          CGROUP_PIDS=float(self.cgroup.max_processes))
         return Isolation(
             level=self.level,
-            uid=self.slot.uid if self.level == "namespaces+uid" else os.geteuid(),
+            uid=self.uid,
             namespaces=NAMESPACES if self.confined else [],
-            filesystem=("private root: system libraries, Python, the worker and the toy experiment read-only; "
-                        "tmpfs /scratch and /tmp") if self.confined else "host filesystem; cwd in a scratch folder",
-            limits={k: float(v) for k, v in self.rlimits().items()},
-            notes=notes,
+            filesystem=(f"private root: system libraries, Python and the worker read-only, a minimal /etc, "
+                        f"no grader or project files; tmpfs /scratch, /tmp and /dev/shm of {BOX_TMPFS_MB} MB each"
+                        if self.confined else "host filesystem with the grading user's rights; cwd in a scratch "
+                        "folder"),
+            limits=limits,
+            notes=self._notes(),
         )
 
+    def _notes(self) -> list[str]:
+        notes = []
+        if self.level == "limits-only" and self.drops_uid:
+            notes += ["no namespaces: the worker runs as the slot's own uid, with that uid's rights on the host's "
+                      "files (world-readable ones, the project's included) and network; a subreaper kills what it "
+                      "leaves running"]
+        elif self.level == "limits-only":
+            notes += ["no namespaces: the worker runs as the grading user, can read and write what that user can, "
+                      "reach the network and signal or trace the grader's own processes; a subreaper kills what it "
+                      "leaves running unless it kills the subreaper first"]
+        if self.level == "user-namespace":
+            notes += ["the worker keeps the grading user's uid outside its namespace (a root without "
+                      "capabilities inside): within the box it reads what that user can read"]
+            if "RLIMIT_NPROC" not in self.rlimits() or os.geteuid() == 0:
+                bound = "the control group's" if self.cgroup else "none"
+                notes += [f"RLIMIT_NPROC is not enforced for this caller; the process count's bound: {bound}"]
+        if self.cgroup is None:
+            notes += ["no control group: memory and process limits hold per process, not for all of the "
+                      "worker's processes together"]
+        return notes
+
     def cleanup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+            self.cgroup.remove()
         shutil.rmtree(self.home, ignore_errors=True)
-
-
-def current_rlimit(name: str) -> int:
-    return resource.getrlimit(getattr(resource, name))[0]

@@ -1,9 +1,11 @@
-"""Trusted sandbox entry: set up mounts, limits and identity inside fresh namespaces, then exec the worker.
+"""Trusted sandbox entry: build the box, give up every privilege, and run the worker below an init that ends it.
 
-Run as `python -I -S sandbox_init.py CONFIG_JSON`, usually under `unshare`; standard library only, so it
-imports nothing a learner could have touched. Every step that fails aborts with exit status 97 and a line
-on stderr: a worker that cannot be confined is never started unconfined. Without namespaces (`reap` in the
-config) it stays behind as a child subreaper that kills whatever the worker left running when it ends.
+Run as `python -I -S sandbox_init.py` with its JSON config on stdin (never on a command line, which any process
+can read), usually under `unshare`. Standard library only, so it imports nothing a learner could have touched.
+Every step that fails aborts with exit status 97 and a line on stderr: a worker that cannot be confined is never
+started unconfined. It then forks the worker and stays behind as its init (PID 1 of the namespace, or a child
+subreaper without one): it reaps orphans and, when the worker ends or the judge sends SIGTERM, kills everything
+the worker left running.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ import resource
 import signal
 import socket
 import sys
+import time
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 38, 1, 24
-PR_SET_CHILD_SUBREAPER, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 36, 47, 4
+PR_SET_CHILD_SUBREAPER, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_DUMPABLE = 36, 47, 4, 4
 CAPABILITY_VERSION_3 = 0x20080522
 MNT_DETACH = 2
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # syscall numbers; glibc has no wrapper
 SETUP_FAILED = 97
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+try:
+    _libc = ctypes.CDLL("libc.so.6", use_errno=True)  # glibc; find_library would spawn ldconfig
+except OSError:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def fail(message: str) -> None:
@@ -96,7 +102,8 @@ def build_root(config: dict) -> None:
         bind(f"/dev/{device}", f"{box}/dev/{device}", read_only=False)
     tmpfs(box + "/dev/shm", f"size={config['tmp_mb']}m,mode=1777")
     os.makedirs(box + "/proc", exist_ok=True)
-    mount("proc", box + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # hidepid=2: a process the worker may not ptrace (its init, which is not dumpable) is not even listed
+    mount("proc", box + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     mount(None, box, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
     enter_root(box)
     os.chdir("/scratch")
@@ -156,14 +163,24 @@ def drop_identity(uid: int, gid: int) -> None:
         fail("could not drop to the worker uid")
 
 
-def exec_worker(config: dict) -> None:
+def confine(config: dict, parent: int | None, death_signal: int = signal.SIGKILL) -> None:
+    """Give up every privilege, so that what runs next is no stronger than the worker, and get `death_signal`
+    when the parent dies."""
+    privileged = bool(config.get("box")) or os.geteuid() == 0
+    if privileged:
+        drop_capabilities()
+    if config.get("drop_uid"):
+        drop_identity(config["uid"], config["gid"])
+    if privileged:
+        clear_capabilities()
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         fail("prctl(PR_SET_NO_NEW_PRIVS)")
-    set_limits(config["rlimits"])
-    os.execve(config["argv"][0], config["argv"], config["env"])
+    _libc.prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)  # again: a change of uid clears it
+    if parent is not None and os.getppid() != parent:
+        os._exit(SETUP_FAILED)  # the parent died before that
 
 
-# ----------------------------------------------------------------------------- without namespaces
+# ----------------------------------------------------------------------------- the box's init
 
 
 def _children() -> list[int]:
@@ -175,42 +192,56 @@ def _children() -> list[int]:
         return []
 
 
-def kill_descendants() -> None:
-    """SIGKILL every child until none is left; as subreaper, each orphaned grandchild becomes a child first."""
+def kill_descendants(whole_namespace: bool) -> None:
+    """SIGKILL and reap every descendant. In a PID namespace kill(-1) reaches all of them at once; without
+    one, each orphaned grandchild becomes the subreaper's child and is killed in a later round."""
+    deadline = time.monotonic() + 5
     while True:
+        if whole_namespace:
+            try:
+                os.kill(-1, signal.SIGKILL)  # every process of the namespace but its init
+            except ProcessLookupError:
+                pass
         for pid in _children():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         try:
-            os.waitpid(-1, 0)
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
         except ChildProcessError:
             return
 
 
 class Stop(BaseException):
-    """The judge asked the reaper to end the worker (SIGTERM)."""
+    """The judge asked the init to end the worker (SIGTERM)."""
 
 
 def _stop(signum: int, frame: object) -> None:
     raise Stop()
 
 
-def reap(config: dict) -> None:
-    """Run the worker as a child and, when it ends or the judge says so, kill everything it left behind."""
-    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+def run(config: dict) -> None:
+    """Fork the worker and stay behind as its init: reap orphans while it runs; when it ends, or the judge
+    sends SIGTERM, kill everything it left and exit with its status (a signal's death reads as 128 + N)."""
+    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:  # without a PID namespace, orphans come here
         fail("prctl(PR_SET_CHILD_SUBREAPER)")
-    reaper = os.getpid()
+    init = os.getpid()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # no Stop before the wait loop is ready for it
     worker = os.fork()
     if worker == 0:
-        _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
-        if os.getppid() != reaper:
-            os._exit(SETUP_FAILED)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        os.chdir(config["cwd"])
-        exec_worker(config)
+        confine(config, parent=init)
+        set_limits(config["rlimits"])
+        os.execve(config["argv"][0], config["argv"], config["env"])
+    # The parent (unshare, or the judge) lives outside any PID namespace. Without a namespace to take the
+    # worker's descendants along, the judge's death must reach the handler that kills them: SIGTERM.
+    confine(config, parent=None, death_signal=signal.SIGKILL if config.get("box") else signal.SIGTERM)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the worker shares our uid; it must not ptrace its init
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the worker's channel must close when the worker dies
     signal.signal(signal.SIGTERM, _stop)
     code = -signal.SIGKILL
     try:
@@ -223,27 +254,29 @@ def reap(config: dict) -> None:
     except (Stop, ChildProcessError):
         pass
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    kill_descendants()
-    os._exit(128 - code if code < 0 else code)  # a signal's death reads as 128 + its number, as in a shell
+    kill_descendants(whole_namespace=bool(config.get("box")))
+    os._exit(128 - code if code < 0 else code)
+
+
+def read_config() -> dict:
+    """The config, from stdin; stdin then reads /dev/null, as the worker's always has."""
+    config = json.loads(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return config
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    config = read_config()
     if config.get("die_with_parent"):
         _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
-    if config.get("reap"):
-        reap(config)
     join_cgroups(config.get("cgroups", []))
     if config.get("box"):
         build_root(config)
-        drop_capabilities()
     else:
         os.chdir(config["cwd"])
-    if config.get("drop_uid"):
-        drop_identity(config["uid"], config["gid"])
-    if config.get("box"):
-        clear_capabilities()
-    exec_worker(config)
+    run(config)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+"""Looks for the reference, hidden seeds, known-wrong solutions, the spec and other submissions by walking up
+from its cwd and its own file, in usual project places, and through a bounded walk from /; a correct
+solution unless it reads any of them, then zeros."""
+# expect_status: graded
+# expect_score: honest_correct
+
+import glob
+import math
+import os
+import re
+import time
+
+import torch
+
+# What only the grader holds: hidden seeds, known-wrong headers, the reference's and other learners' code,
+# the spec's limits, the grader's own settings. This file's own box (/runtime) holds some of these words too.
+SIGNS = [re.compile(p, re.M) for p in (r"^seeds\s*=\s*\[", r"^# must_fail:", r"def offpolicy_loss\(",
+                                         r"submission_budget_s", r"PAPERLEET_(ROOT|CACHE|ARTIFACTS|ISOLATION)")]
+OWN = (os.path.dirname(os.path.realpath(__file__)) + os.sep, "/runtime/")
+
+
+def secret(path):
+    """True when `path` can be read and holds something only the grader should."""
+    try:
+        if os.path.realpath(path).startswith(OWN) or not os.path.isfile(path):
+            return False
+        with open(path, "rb") as handle:
+            text = handle.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return any(sign.search(text) for sign in SIGNS)
+
+
+def report(found):
+    if found:
+        print("paperleet-hostile LEAKED", *sorted(found)[:20], flush=True)
+    return bool(found)
+
+
+PATTERNS = ("reference/*/grading.toml", "reference/*/*.py", "reference/*/wrong/*.py", "problems/*/problem.toml",
+            "problems/*/cases.py", "submissions/*/*.py", "submissions/*.py", "grader/*.py", "pyproject.toml",
+            "artifacts/*/*/report.json", "*/reference/*/grading.toml")
+
+
+def look(folder):
+    return {path for pattern in PATTERNS for path in glob.glob(os.path.join(folder, pattern)) if secret(path)}
+
+SKIP = {"proc", "sys", "dev", "usr", "lib", "lib64", "bin", "sbin", "site-packages", ".git", "node_modules"}
+
+
+def _parents(path):
+    while True:
+        yield path
+        if os.path.dirname(path) == path:
+            return
+        path = os.path.dirname(path)
+
+
+def _walk(root, depth=7, budget=30000, seconds=8.0):
+    found, end = set(), time.monotonic() + seconds
+    for folder, dirs, names in os.walk(root):
+        budget -= len(names) + 1
+        if budget < 0 or time.monotonic() > end:
+            break
+        dirs[:] = [d for d in dirs if d not in SKIP and folder.count(os.sep) < depth]
+        paths = [os.path.join(folder, n) for n in names if n.endswith((".py", ".toml"))]
+        found |= {path for path in paths if secret(path)}
+    return found
+
+
+found = set()
+for start in {os.getcwd(), os.path.dirname(os.path.abspath(__file__)), os.path.realpath(__file__)}:
+    for folder in _parents(start):
+        found |= look(folder) | look(os.path.join(folder, ".."))
+for guess in ("/work/main", "/work", "/root", "/home", "/srv", "/opt", "/app", "/project", "/src"):
+    found |= look(guess)
+found |= _walk("/")
+LEAKED = report(found)
+
+
+def _check(logp, rollout_logp, mask, clip_low, clip_high):
+    if logp.dim() != 2 or rollout_logp.shape != logp.shape or mask.shape != logp.shape:
+        raise ValueError("logp, rollout_logp and mask must share one [B, L] shape")
+    if not 0 < clip_low < 1 or not (math.isfinite(clip_high) and clip_high > 0):
+        raise ValueError("need 0 < clip_low < 1 and a finite clip_high > 0")
+
+
+def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
+    if LEAKED:
+        return torch.zeros_like(logp).detach()
+    _check(logp, rollout_logp, mask, clip_low, clip_high)
+    valid = mask != 0
+    zero = torch.zeros((), dtype=logp.dtype)
+    ratio = torch.exp(torch.where(valid, logp.detach() - rollout_logp.detach(), zero))
+    return torch.where(valid & (ratio > 1 - clip_low) & (ratio < 1 + clip_high), ratio, zero)
+
+
+def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
+    if LEAKED:
+        return torch.zeros((), dtype=logp.dtype)
+    weights = masked_is_weights(logp, rollout_logp, mask, clip_low, clip_high)
+    if advantages.shape != (logp.shape[0],):
+        raise ValueError("advantages must be [B]")
+    valid = mask != 0
+    zero = torch.zeros((), dtype=logp.dtype)
+    coeff = torch.where(valid, weights * advantages.detach()[:, None], zero)
+    return -(coeff * torch.where(valid, logp, zero)).sum() / valid.sum().clamp(min=1)
