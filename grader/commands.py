@@ -24,6 +24,7 @@ from .spec import Limits
 from .summary import grading_progress, print_class_table, print_report
 from .validate import run_validation
 from .verdicts import ExitCode, Status, Verdict
+from .zygote import Zygote
 
 
 class UsageError(Exception):
@@ -87,18 +88,25 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
                out_of: Callable[[Path], Path] | None = None, progress: Callable[[Report], None] | None = None,
                ) -> list[Report]:
     expectations = Expectations(problem, seed)
+    expectations.warm()
+    # one process imports torch once and forks every worker of the batch; a single file is not worth it
+    zygote = Zygote() if len(files) > 1 else None
 
     def one(file: Path) -> Report:
         plots = start_plots(problem, out_of(file)) if out_of else None
-        graded = grade(problem, file, seed, limits, expectations=expectations,
+        graded = grade(problem, file, seed, limits, expectations=expectations, zygote=zygote,
                        command=_command(problem, file, seed), series_sink=plots.submit if plots else None)
         report = write_outputs(problem, graded, out_of(file), plots) if out_of else graded.report
         if progress:
             progress(report)
         return report
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-        return list(pool.map(one, files))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+            return list(pool.map(one, files))
+    finally:
+        if zygote is not None:
+            zygote.close()
 
 
 def write_summary(reports: list[Report], path: Path) -> None:

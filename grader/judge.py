@@ -25,15 +25,16 @@ from .sandbox import Box, Level, Slot, best_level
 from .session import Worker, WorkerCrashed, WorkerTimeout
 from .spec import CheckSpec, FunctionSpec, Limits, Tolerance
 from .verdicts import Status, Verdict
+from .zygote import Zygote
 
 
 class Grading:
     """One submission's grading: the worker it talks to, its budget, and the Context checks use."""
 
     def __init__(self, problem: Problem, submission: Path, expectations: Expectations, limits: Limits,
-                 level: Level, launched: Launched | None = None) -> None:
+                 level: Level, launched: Launched | None = None, zygote: Zygote | None = None) -> None:
         self.problem, self.submission, self.expect, self.limits = problem, submission, expectations, limits
-        self.level = level
+        self.level, self.zygote = level, zygote
         self.worker: Worker | None = None
         self._pending: Worker | None = None
         self.phases: dict[str, float] = {}
@@ -59,7 +60,7 @@ class Grading:
         """Start a worker and wait for its import; the status says how the import went."""
         names = [f.name for f in self.problem.spec.functions]
         spawned = self.spawned_at if self._pending is not None else time.monotonic()
-        self.worker, self._pending = self._pending or Worker(self.box, names), None
+        self.worker, self._pending = self._pending or Worker(self.box, names, self.zygote), None
         timeout = min(self.limits.import_timeout_s, max(self.remaining(), 0.1))
         try:
             hello = self.worker.receive(timeout)
@@ -238,8 +239,12 @@ class Graded:
 def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None = None,
           expectations: Expectations | None = None, level: Level | None = None,
           command: str = "", launched: Launched | None = None,
-          series_sink: Callable[[dict[str, torch.Tensor] | None], None] | None = None) -> Graded:
-    """Grade `submission` against `problem`; every process of the submission is gone when this returns."""
+          series_sink: Callable[[dict[str, torch.Tensor] | None], None] | None = None,
+          zygote: Zygote | None = None) -> Graded:
+    """Grade `submission` against `problem`; every process of the submission is gone when this returns.
+
+    With a `zygote`, workers are forked from it rather than started afresh (a batch's way to skip `import torch`).
+    """
     limits = limits or problem.spec.limits
     expectations = expectations or Expectations(problem, seed)
     expectations.warm()
@@ -248,7 +253,7 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
         launched.discard()
         launched = None
     level = launched.level if launched is not None else level or best_level()
-    grading = Grading(problem, submission, expectations, limits, level, launched)
+    grading = Grading(problem, submission, expectations, limits, level, launched, zygote)
     results: list[CheckResult] = []
     try:
         status = grading.start()

@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -85,6 +86,8 @@ def build_root(config: dict) -> None:
     box = config["box"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
     mount("tmpfs", box, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    # /tmp first: a Python or project that lives under /tmp is then bound inside it, not hidden beneath it
+    tmpfs(box + "/tmp", f"size={config['tmp_mb']}m,mode=1777")
     for source, target, read_only in config["binds"]:
         if os.path.exists(source):
             bind(source, box + target, read_only)
@@ -95,7 +98,6 @@ def build_root(config: dict) -> None:
         with open(box + target, "w") as handle:
             handle.write(text)
     owner = f"uid={config['uid']},gid={config['gid']}"
-    tmpfs(box + "/tmp", f"size={config['tmp_mb']}m,mode=1777")
     tmpfs(box + "/scratch", f"size={config['tmp_mb']}m,mode=0700,{owner}")
     tmpfs(box + "/dev", "size=64k,mode=0755")
     for device in ("null", "zero", "random", "urandom"):
@@ -224,9 +226,12 @@ def _stop(signum: int, frame: object) -> None:
     raise Stop()
 
 
-def run(config: dict) -> None:
+def run(config: dict, serve: Callable[[], None] | None = None) -> None:
     """Fork the worker and stay behind as its init: reap orphans while it runs; when it ends, or the judge
-    sends SIGTERM, kill everything it left and exit with its status (a signal's death reads as 128 + N)."""
+    sends SIGTERM, kill everything it left and exit with its status (a signal's death reads as 128 + N).
+
+    The worker execs `config["argv"]`, or, forked from a process that has imported it already, calls `serve`.
+    """
     if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:  # without a PID namespace, orphans come here
         fail("prctl(PR_SET_CHILD_SUBREAPER)")
     init = os.getpid()
@@ -236,6 +241,11 @@ def run(config: dict) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         confine(config, parent=init)
         set_limits(config["rlimits"])
+        if serve is not None:
+            os.environ.clear()
+            os.environ.update(config["env"])
+            serve()
+            os._exit(0)
         os.execve(config["argv"][0], config["argv"], config["env"])
     # The parent (unshare, or the judge) lives outside any PID namespace. Without a namespace to take the
     # worker's descendants along, the judge's death must reach the handler that kills them: SIGTERM.
@@ -268,7 +278,11 @@ def read_config() -> dict:
 
 
 def main() -> None:
-    config = read_config()
+    start(read_config())
+
+
+def start(config: dict, serve: Callable[[], None] | None = None) -> None:
+    """Everything between a fresh (namespaced) process and the running worker; never returns."""
     if config.get("die_with_parent"):
         _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
     join_cgroups(config.get("cgroups", []))
@@ -276,7 +290,7 @@ def main() -> None:
         build_root(config)
     else:
         os.chdir(config["cwd"])
-    run(config)
+    run(config, serve)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from .sandbox import Box
 from .worker.framing import HEADER, ProtocolError
+from .zygote import ForkedProcess, Zygote
 
 MAX_RECORDS = 4096  # records in one frame's archive: one per tensor, and no answer holds thousands
 MAX_NODES = 1 << 16  # values in one decoded frame
@@ -56,7 +57,7 @@ class CappedStream:
 class Worker:
     """One sandboxed worker that has imported one submission."""
 
-    def __init__(self, box: Box, functions: list[str]) -> None:
+    def __init__(self, box: Box, functions: list[str], zygote: Zygote | None = None) -> None:
         self.box = box
         self.max_frame = box.limits.result_mb << 20
         request_read, self._request_write = os.pipe()
@@ -69,18 +70,22 @@ class Worker:
             "response_fd": response_write,
             "max_frame_bytes": 1 << 30,
         }
-        self.process = subprocess.Popen(
-            box.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(request_read, response_write), start_new_session=True,
-        )
+        self.process: subprocess.Popen[bytes] | ForkedProcess
+        if zygote is not None:  # forked from a process that has imported torch already
+            self.process = zygote.spawn(box.init_config(config), box.level, request_read, response_write)
+        else:
+            self.process = subprocess.Popen(
+                box.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(request_read, response_write), start_new_session=True,
+            )
         os.close(request_read)
         os.close(response_write)
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(box.init_config(config))  # the sandbox's config, off every command line
-            self.process.stdin.close()
-        except OSError:
-            pass  # the sandbox died at once (a broken pipe); the first read says how
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.write(box.init_config(config))  # the sandbox's config, off every command line
+                self.process.stdin.close()
+            except OSError:
+                pass  # the sandbox died at once (a broken pipe); the first read says how
         limit = box.limits.output_kb << 10
         assert self.process.stdout is not None and self.process.stderr is not None
         self.stdout = CappedStream(self.process.stdout, limit)

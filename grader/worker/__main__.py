@@ -87,9 +87,14 @@ def handle(request: dict[str, Any], module: ModuleType, config: dict[str, Any]) 
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    serve(json.loads(sys.argv[1]))
+
+
+def serve(config: dict[str, Any]) -> None:
+    """Import the submission, say how that went, then answer requests until the judge stops."""
     torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
+    if torch.get_num_interop_threads() != 1:  # a forked worker inherits the setting, which cannot change twice
+        torch.set_num_interop_threads(1)
     request_fd, response_fd = config["request_fd"], config["response_fd"]
     module, hello = import_report(config["submission"], config["functions"])
     protocol.write_frame(response_fd, hello)
