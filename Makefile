@@ -37,7 +37,7 @@ clean:
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 bench: setup
-	$(PY) -m grader.bench
+	$(PY) -m grader.bench --problem $(or $(PROBLEM),glm5_offpolicy)
 
 # `make gradescope PROBLEM=ID` builds artifacts/gradescope/ID.zip, an autograder to upload to Gradescope.
 .PHONY: gradescope

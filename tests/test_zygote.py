@@ -1,0 +1,66 @@
+"""Workers forked from the zygote are confined exactly like exec'd ones, and grade the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.sandbox import Box, Slot, best_level
+from grader.session import Worker
+from grader.spec import Limits
+from grader.zygote import Zygote
+
+PROBE = '''
+import os, sys
+print("uid", os.getuid(), "cwd", os.getcwd(), "argv", len(sys.argv), "procs", sorted(
+    p for p in os.listdir("/proc") if p.isdigit()), "grader" in open("/proc/self/cmdline").read(), flush=True)
+
+def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
+    return logp * 2
+'''
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    started = Zygote()
+    yield started
+    started.close()
+
+
+def _run(tmp_path: Path, zygote: Zygote | None) -> tuple[dict, str]:
+    source = tmp_path / "probe.py"
+    source.write_text(PROBE)
+    slot = Slot()
+    box = Box(source, None, Limits(), best_level(), slot)
+    worker = Worker(box, ["masked_is_weights"], zygote)
+    try:
+        assert worker.receive(60)["op"] == "ready"
+        answer = worker.request({"op": "call", "function": "masked_is_weights",
+                                 "kwargs": {"logp": torch.ones(2, 3), "rollout_logp": torch.ones(2, 3),
+                                            "mask": torch.ones(2, 3)}, "requires_grad": [], "backward": False}, 30)
+    finally:
+        worker.close()
+        slot.release()
+        box.cleanup()
+    return answer, worker.stdout.text()
+
+
+def test_a_forked_worker_sees_what_an_execd_one_sees(tmp_path: Path, zygote: Zygote) -> None:
+    forked_answer, forked = _run(tmp_path, zygote)
+    execd_answer, execd = _run(tmp_path, None)
+    assert torch.equal(forked_answer["output"]["value"], torch.full((2, 3), 2.0))
+    assert torch.equal(forked_answer["output"]["value"], execd_answer["output"]["value"])
+    assert forked.split("uid")[1].split()[0] == execd.split("uid")[1].split()[0]  # the same identity
+    assert forked.split("cwd")[1].split()[0] == execd.split("cwd")[1].split()[0]  # the same scratch
+    assert forked.split()[-1] == "False", "a forked worker's command line must not name the grader"
+    if best_level() != "limits-only":  # a PID namespace of its own: the same few processes, the host's unseen
+        assert forked.split("procs")[1].split("]")[0] == execd.split("procs")[1].split("]")[0], (forked, execd)
+
+
+def test_the_zygote_ends_when_closed_and_leaves_no_worker(tmp_path: Path) -> None:
+    started = Zygote()
+    _run(tmp_path, started)
+    started.close()
+    assert started.process.poll() is not None
