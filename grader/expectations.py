@@ -7,11 +7,13 @@ under artifacts/, which no sandboxed worker can see.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import platform
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,17 @@ def _call_to_data(call: Call) -> dict[str, Any]:
 def _call_from_data(data: dict[str, Any]) -> Call:
     return Call(data["function"], data["kwargs"], data["label"], tuple(data["requires_grad"]),
                 data["backward"], data["hidden"])
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Compute expectations on one thread: a reduction's rounding then never depends on the judge's machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class Expectations:
@@ -109,10 +122,11 @@ class Expectations:
         key = f"{source}/{name}"
         if key not in self._observations:
             functions = self.problem.oracle if source == "oracle" else self.problem.reference
-            self._observations[key] = [
-                protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
-                for c in self.cases(name)
-            ]
+            with single_threaded():
+                self._observations[key] = [
+                    protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
+                    for c in self.cases(name)
+                ]
         return self._observations[key]
 
     def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
@@ -122,7 +136,8 @@ class Expectations:
     def series(self) -> dict[str, torch.Tensor]:
         with self._lock:
             if self._series is None:
-                raw = self.problem.experiment_module.run(**self.problem.reference)
+                with single_threaded():
+                    raw = self.problem.experiment_module.run(**self.problem.reference)
                 self._series = {k: v.detach().clone() for k, v in raw.items()}
             return self._series
 

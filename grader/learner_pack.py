@@ -184,9 +184,21 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
     archive.writestr(info, data)
 
 
+def _fresh(value: Any) -> Any:
+    """A copy whose every tensor owns its storage: torch.save's bytes then depend on the values alone, not on
+    whether they were computed now or loaded from the expectations cache (where views share storages)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {key: _fresh(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fresh(item) for item in value)
+    return value
+
+
 def _torch_bytes(data: dict[str, Any]) -> bytes:
     buffer = io.BytesIO()
-    torch.save(data, buffer)
+    torch.save(_fresh(data), buffer)
     return buffer.getvalue()
 
 
