@@ -40,6 +40,7 @@ Level = Literal["namespaces+uid", "user-namespace", "limits-only"]
 GRADER_PACKAGE = Path(__file__).resolve().parent
 WORKER_SOURCE = GRADER_PACKAGE / "worker"
 INIT_SCRIPT = GRADER_PACKAGE / "sandbox_init.py"
+DISTRIBUTION = "paperleet"
 SLOT_UID_BASE = 61000
 MAX_SLOTS = 256
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
@@ -149,10 +150,20 @@ def _installed_graders() -> list[Path]:
     return [Path(site) / "grader" for site in sites if (Path(site) / "grader").is_dir()]
 
 
+def _installed_metadata() -> list[Path]:
+    """The grader distribution's own records in the site folders: its metadata (which carries the README and
+    the list of installed files) and an editable install's finder, which names the project's folder."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_prefix}
+    sites = {*_site_dirs(), sysconfig.get_paths(vars=base)["purelib"], sysconfig.get_paths(vars=base)["platlib"]}
+    patterns = (f"{DISTRIBUTION}-*.dist-info", f"{DISTRIBUTION}.egg-info", f"__editable__*{DISTRIBUTION}*",
+                f"{DISTRIBUTION}.egg-link")
+    return [path for site in sites for pattern in patterns for path in Path(site).glob(pattern)]
+
+
 def secrets(submission: Path) -> list[Path]:
     """What no worker may read even where it lies inside a bound tree: the grader, the project (reference,
     known-wrong solutions, hidden seeds, artifacts), the expectations cache and the other submissions."""
-    found = [GRADER_PACKAGE, PROJECT_ROOT, submission.parent, *_installed_graders()]
+    found = [GRADER_PACKAGE, PROJECT_ROOT, submission.parent, *_installed_graders(), *_installed_metadata()]
     found += [Path(os.environ[v]) for v in ("PAPERLEET_ARTIFACTS", "PAPERLEET_CACHE") if os.environ.get(v)]
     return sorted({Path(os.path.realpath(p)) for p in found})
 

@@ -61,7 +61,7 @@ def _locked_flags(path: str) -> int:
 def bind(source: str, target: str, read_only: bool) -> None:
     if os.path.isdir(source):
         os.makedirs(target, exist_ok=True)
-    else:
+    elif not os.path.lexists(target):  # a file to cover already is its own mount point (and may be read-only)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "a").close()
     mount(source, target, None, MS_BIND | MS_REC)
