@@ -185,12 +185,14 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
 
 
 def _fresh(value: Any) -> Any:
-    """A copy whose every tensor owns its storage: torch.save's bytes then depend on the values alone, not on
-    whether they were computed now or loaded from the expectations cache (where views share storages)."""
+    """A copy that pickles to the same bytes whatever its history: every tensor owns its storage (views loaded
+    from the expectations cache share theirs), and equal strings are one object (pickle memoizes by identity)."""
     if isinstance(value, torch.Tensor):
         return value.clone()
+    if isinstance(value, str):
+        return sys.intern(value)
     if isinstance(value, dict):
-        return {key: _fresh(item) for key, item in value.items()}
+        return {_fresh(key): _fresh(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(_fresh(item) for item in value)
     return value
