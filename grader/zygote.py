@@ -135,11 +135,9 @@ def serve_forever(sock: socket.socket) -> None:
 def main() -> None:
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = "1"
-    import torch
+    from .worker import __main__ as worker_main  # loaded, and warmed up, once for every worker
 
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
-    from .worker import __main__  # noqa: F401 - loaded before the first fork, once for every worker
+    worker_main.warm_up()
 
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.sendall(b"ready")
