@@ -152,7 +152,7 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
     problem = Problem(args.problem)
     out = args.out or artifacts_dir() / "previews" / problem.id
     series = Expectations(problem, problem.spec.public_seed).series()
-    written = draw(problem.spec.plots, series, out, note="reference preview")
+    written = draw(problem.spec.plots, series, out, note="reference preview", reference=True)
     print(f"wrote {len(written)} previews to {out}: {', '.join(written)}")
     return ExitCode.OK
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,8 +13,12 @@ import torch
 from .spec import PlotSpec
 
 
-def draw(plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Path, note: str = "") -> list[str]:
-    """Write every plot whose series are all present and aligned; return the file names written."""
+def draw(plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Path, note: str = "",
+         reference: bool = False) -> list[str]:
+    """Write every plot whose series are all present and aligned; return the file names written.
+
+    Specs label the learner's curves "your ..."; a `reference` preview labels the same curves "reference ...".
+    """
     # The object API (no pyplot) keeps no global state, so graders in parallel threads can draw at once.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -30,7 +35,8 @@ def draw(plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Pat
         ax = fig.add_subplot()
         for line, y in lines:
             assert y is not None
-            ax.plot(x.numpy(), y.numpy(), line.style, label=line.label, linewidth=1.6, markersize=3)
+            label = re.sub(r"^your\b", "reference", line.label) if reference else line.label
+            ax.plot(x.numpy(), y.numpy(), line.style, label=label, linewidth=1.6, markersize=3)
         ax.set_title(plot.title + (f"\n{note}" if note else ""), fontsize=10)
         ax.set_xlabel(plot.xlabel)
         ax.set_ylabel(plot.ylabel)

@@ -34,6 +34,6 @@ def _drawn_previews(problem: Problem) -> dict[str, bytes]:
         if key not in _drawn:
             series = Expectations(problem, problem.spec.public_seed).series()
             with tempfile.TemporaryDirectory(prefix="paperleet-previews-") as tmp:
-                written = draw(problem.spec.plots, series, Path(tmp), note="reference preview")
+                written = draw(problem.spec.plots, series, Path(tmp), note="reference preview", reference=True)
                 _drawn[key] = {file: (Path(tmp) / file).read_bytes() for file in written}
         return _drawn[key]
