@@ -110,17 +110,13 @@ def run_check(ctx: Context, check: CheckSpec) -> CheckResult:
     return tally.result(check, time.perf_counter() - start)
 
 
-def _mismatch(text: str) -> Mismatch:
-    return Mismatch(text, text)
-
-
 @register("signature")
 def check_signatures(ctx: Context, check: CheckSpec) -> Tally:
     found = ctx.signatures()
     outcomes = []
     for function in ctx.functions():
         problem = _signature_problem(function, found.get(function.name))
-        outcome = Outcome(Verdict.PASS) if problem is None else Outcome(Verdict.FAIL, _mismatch(problem))
+        outcome = Outcome(Verdict.PASS) if problem is None else Outcome(Verdict.FAIL, Mismatch.of(problem))
         outcomes.append((function.name, False, outcome))
     return Tally(outcomes)
 
@@ -164,7 +160,7 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
     if len(outcomes) < len(calls):
         # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run
         verdict = outcomes[-1][2].verdict if outcomes else Verdict.SKIPPED
-        rest = Outcome(verdict, _mismatch(f"not run after an earlier case ({verdict})"))
+        rest = Outcome(verdict, Mismatch.of(f"not run after an earlier case ({verdict})"))
         outcomes += [(c.label, c.hidden, rest) for c in calls[len(outcomes):]]
     return Tally(outcomes)
 
@@ -174,14 +170,14 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
     try:
         got = ctx.learner_series()
     except LearnerFailure as failure:
-        return Tally([(name, False, Outcome(failure.verdict, _mismatch(failure.message))) for name in check.series])
+        return Tally([(name, False, Outcome(failure.verdict, Mismatch.of(failure.message))) for name in check.series])
     want = ctx.reference_series()
     tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
     outcomes = []
     for name in check.series:
         value = got.get(name)
         if value is None:
-            mismatch: Mismatch | None = _mismatch(f"the experiment returned no tensor named {name!r}")
+            mismatch: Mismatch | None = Mismatch.of(f"the experiment returned no tensor named {name!r}")
         else:
             mismatch = compare_tensors(name, value, want[name], tol)
         outcomes.append((name, False, Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import shlex
 import time
@@ -115,8 +116,6 @@ def write_summary(reports: list[Report], path: Path) -> None:
         tiers = {t.tier: t.score for t in r.tiers}
         rows.append([r.submission, r.status, f"{r.score:g}", f"{r.max_score:g}",
                      *(f"{tiers.get(t, 0):g}" for t in ("T0", "T1", "T2", "T3")), f"{r.duration_s:.2f}"])
-    import io
-
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     write_atomic(path, buffer.getvalue())
@@ -142,6 +141,11 @@ def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
                              out_of=lambda f: out / f.stem, progress=progress)
     if shard is not None:
         return _finish_shard(reports, out, shard)
+    return _finish_class(reports, out)
+
+
+def _finish_class(reports: list[Report], out: Path) -> ExitCode:
+    """The class outputs: summary.csv and the dashboard beside the reports, and the table on the terminal."""
     write_summary(reports, out / "summary.csv")
     dashboard = write_dashboard(reports, out)
     print_class_table(reports, out / "summary.csv", dashboard)
@@ -195,10 +199,7 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
         reports = merge(args.dirs, out)
     except ShardError as exc:
         raise UsageError(str(exc)) from None
-    write_summary(reports, out / "summary.csv")
-    dashboard = write_dashboard(reports, out)
-    print_class_table(reports, out / "summary.csv", dashboard)
-    return exit_code(reports)
+    return _finish_class(reports, out)
 
 
 def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:

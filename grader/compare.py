@@ -23,6 +23,11 @@ class Mismatch:
     message: str
     learner_message: str
 
+    @classmethod
+    def of(cls, message: str, learner: str | None = None) -> Mismatch:
+        """Evidence; `learner` is the hidden-safe sentence, needed whenever `message` shows data of the case."""
+        return cls(message, message if learner is None else learner)
+
 
 def _index(flat: int, shape: torch.Size) -> str:
     if not shape:

@@ -15,7 +15,7 @@ import torch
 
 from . import __version__
 from .cases import Call
-from .checks import REGISTRY, LearnerFailure, run_check
+from .checks import LearnerFailure, run_check
 from .expectations import Expectations
 from .launch import Launched
 from .observation import Malformed, sanitize
@@ -34,7 +34,7 @@ class Grading:
     def __init__(self, problem: Problem, submission: Path, expectations: Expectations, limits: Limits,
                  level: Level, launched: Launched | None = None, zygote: Zygote | None = None) -> None:
         self.problem, self.submission, self.expect, self.limits = problem, submission, expectations, limits
-        self.level, self.zygote = level, zygote
+        self.zygote = zygote
         self.worker: Worker | None = None
         self._pending: Worker | None = None
         self.phases: dict[str, float] = {}
@@ -316,6 +316,3 @@ def _assemble(problem: Problem, submission: Path, seed: int, status: Status, res
             t.tier: round(sum(c.duration_s for c in t.checks), 4) for t in tiers}},
     )
 
-
-def known_check_kinds() -> list[str]:
-    return sorted(REGISTRY)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,10 +91,6 @@ class Outcome:
     mismatch: Mismatch | None = None
 
 
-def _text(message: str, learner: str | None = None) -> Mismatch:
-    """Evidence; `learner` is the hidden-safe sentence, needed whenever `message` shows data of the case."""
-    return Mismatch(message, message if learner is None else learner)
-
 
 def _safe_exception(exc: dict[str, Any]) -> str:
     """An exception named by a builtin type only: its message and a custom class name are the learner's own
@@ -138,11 +133,11 @@ def compare_output(
 ) -> Mismatch | None:
     if want["kind"] != "tensor":
         if got.get("kind") != want["kind"] or got.get("value") != want.get("value"):
-            return _text(f"{name}: expected {want.get('value')!r}, got {describe_kind(got)} {got.get('value')!r}",
+            return Mismatch.of(f"{name}: expected {want.get('value')!r}, got {describe_kind(got)} {got.get('value')!r}",
                          f"{name}: the result differs from the expected value")
         return None
     if got["kind"] != "tensor":
-        return _text(f"{name}: expected a torch.Tensor, got {describe_kind(got)}",
+        return Mismatch.of(f"{name}: expected a torch.Tensor, got {describe_kind(got)}",
                      f"{name}: expected a torch.Tensor, got {_kind_word(got)}")
     g, w = got["value"], want["value"]
     checks: list[tuple[Aspect, bool, str]] = [
@@ -160,11 +155,11 @@ def compare_output(
         if aspect in aspects and not ok:
             # a shape, dtype or device would tell a hidden case's inputs; the hidden-safe text names the aspect
             safe = f"the {aspect} differs from the expected {aspect}" if aspect in SHOWS_INPUTS else text
-            return _text(f"{name}: {text}", f"{name}: {safe}")
+            return Mismatch.of(f"{name}: {text}", f"{name}: {safe}")
     if "values" in aspects or "values_exact" in aspects:
         tol = None if "values_exact" in aspects else tolerance_for(w.dtype, tolerances)
         if g.shape != w.shape:
-            return _text(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
+            return Mismatch.of(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
                          f"{name}: the shape differs from the expected shape")
         return compare_tensors(name, g, w, tol)
     return None
@@ -176,12 +171,12 @@ def compare_grads(
     if "backward_error" in want:
         raise AssertionError(f"the expected side failed backward: {want['backward_error']}")
     if "backward_error" in got:
-        return _text(f"loss.backward() raised {_exc_text(got['backward_error'])}",
+        return Mismatch.of(f"loss.backward() raised {_exc_text(got['backward_error'])}",
                      f"loss.backward() raised {_safe_exception(got['backward_error'])}")
     for name, w in want.get("grads", {}).items():
         g = got.get("grads", {}).get(name)
         if "connected" in aspects and w is not None and g is None:
-            return _text(f"{name} received no gradient (grad is None): the loss is not connected to {name}")
+            return Mismatch.of(f"{name} received no gradient (grad is None): the loss is not connected to {name}")
         if "grads" not in aspects:
             continue
         if w is None and g is None:
@@ -189,7 +184,7 @@ def compare_grads(
         reference = w if w is not None else torch.zeros_like(g)
         actual = g if g is not None else torch.zeros_like(reference)
         if w is None and bool((actual != 0).any()):
-            return _text(f"{name} received a gradient, but it must receive none (stop-gradient)")
+            return Mismatch.of(f"{name} received a gradient, but it must receive none (stop-gradient)")
         mismatch = compare_tensors(f"d loss / d {name}", actual, reference, tolerance_for(reference.dtype, tolerances))
         if mismatch:
             return mismatch
@@ -203,12 +198,13 @@ def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | N
             continue
         now = after.get(name)
         if now is None:
-            return _text(f"input {name} was not handed back after the call")
+            return Mismatch.of(f"input {name} was not handed back after the call")
         if now.dtype != before.dtype or now.shape != before.shape or now.stride() != before.stride():
-            return _text(f"input {name} changed its dtype, shape or strides during the call; do not modify inputs")
+            return Mismatch.of(
+                f"input {name} changed its dtype, shape or strides during the call; do not modify inputs")
         mismatch = compare_tensors(f"input {name} after the call", now, before, None)
         if mismatch:
-            return _text(f"{mismatch.message}; the function modified its input in place (copy before editing)",
+            return Mismatch.of(f"{mismatch.message}; the function modified its input in place (copy before editing)",
                          f"{mismatch.learner_message}; the function modified its input in place (copy before editing)")
     return None
 
@@ -223,15 +219,16 @@ def judge_case(
             raise AssertionError(f"expected side raised {_exc_text(want['raised'])} on a case that must not raise")
         expected_type = want["raised"]["type"]
         if "raised" not in got:
-            return Outcome(Verdict.FAIL, _text(f"{function} returned normally; expected it to raise {expected_type}",
-                                               f"{function} returned normally, but this case must raise an exception"))
+            return Outcome(Verdict.FAIL, Mismatch.of(
+                f"{function} returned normally; expected it to raise {expected_type}",
+                f"{function} returned normally, but this case must raise an exception"))
         if not _is_instance(got["raised"], expected_type):
-            return Outcome(Verdict.FAIL, _text(
+            return Outcome(Verdict.FAIL, Mismatch.of(
                 f"{function} raised {_exc_text(got['raised'])}; expected {expected_type}",
                 f"{function} raised {_safe_exception(got['raised'])}, not the exception this case expects"))
         return Outcome(Verdict.PASS)
     if "raised" in got:
-        return Outcome(Verdict.ERROR, _text(f"{function} raised {_exc_text(got['raised'])}",
+        return Outcome(Verdict.ERROR, Mismatch.of(f"{function} raised {_exc_text(got['raised'])}",
                                             f"{function} raised {_safe_exception(got['raised'])} (message withheld)"))
     if OUTPUT_ASPECTS & set(aspects):
         mismatch = _compare_outputs(function, got, want, aspects, tolerances)
@@ -259,10 +256,7 @@ def _compare_outputs(function: str, got: dict[str, Any], want: dict[str, Any], a
         if mismatch:
             return mismatch
     if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):
-        return _text(f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}",
+        return Mismatch.of(f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}",
                      f"{function}: the result holds a different number of items than expected")
     return None
 
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)

@@ -143,21 +143,23 @@ def _usable_by_anyone() -> bool:
     return True
 
 
-def _installed_graders() -> list[Path]:
-    """Copies of the grader package installed into any site folder the box binds, this one's or the base's."""
+def _all_site_dirs() -> set[str]:
+    """Every site folder the box binds: this environment's and the base Python's."""
     base = {"base": sys.base_prefix, "platbase": sys.base_prefix}
-    sites = {*_site_dirs(), sysconfig.get_paths(vars=base)["purelib"], sysconfig.get_paths(vars=base)["platlib"]}
-    return [Path(site) / "grader" for site in sites if (Path(site) / "grader").is_dir()]
+    return {*_site_dirs(), sysconfig.get_paths(vars=base)["purelib"], sysconfig.get_paths(vars=base)["platlib"]}
+
+
+def _installed_graders() -> list[Path]:
+    """Copies of the grader package installed into any site folder the box binds."""
+    return [Path(site) / "grader" for site in _all_site_dirs() if (Path(site) / "grader").is_dir()]
 
 
 def _installed_metadata() -> list[Path]:
     """The grader distribution's own records in the site folders: its metadata (which carries the README and
     the list of installed files) and an editable install's finder, which names the project's folder."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_prefix}
-    sites = {*_site_dirs(), sysconfig.get_paths(vars=base)["purelib"], sysconfig.get_paths(vars=base)["platlib"]}
     patterns = (f"{DISTRIBUTION}-*.dist-info", f"{DISTRIBUTION}.egg-info", f"__editable__*{DISTRIBUTION}*",
                 f"{DISTRIBUTION}.egg-link")
-    return [path for site in sites for pattern in patterns for path in Path(site).glob(pattern)]
+    return [path for site in _all_site_dirs() for pattern in patterns for path in Path(site).glob(pattern)]
 
 
 def secrets(submission: Path) -> list[Path]:
