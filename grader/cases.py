@@ -16,6 +16,10 @@ class Call:
 
     `label` names the case for the learner ("float32 B=3 L=5, ratio exactly on 1 - clip_low").
     `hidden` marks a case whose inputs a learner-facing view must not show.
+    `group` ties calls that only count together: a check scores a group as passed only when every call in it
+    passes. A call whose right answer is the same whatever its inputs (it must raise, its loss is zero, its
+    inputs stay unchanged) is grouped with a call whose answer depends on them, so a constant answer earns
+    nothing. Calls without a group count alone.
     """
 
     function: str
@@ -24,8 +28,10 @@ class Call:
     requires_grad: tuple[str, ...] = ()
     backward: bool = False
     hidden: bool = field(default=False, compare=False)
+    group: str | None = field(default=None, compare=False)
 
     def request(self) -> dict[str, Any]:
+        """What the worker needs to make the call: never the label, the group or whether it is hidden."""
         return {
             "op": "call",
             "function": self.function,
@@ -33,6 +39,17 @@ class Call:
             "requires_grad": list(self.requires_grad),
             "backward": self.backward,
         }
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for the expectations cache and the learner pack (read back with `weights_only=True`)."""
+        return {"function": self.function, "kwargs": dict(self.kwargs), "label": self.label,
+                "requires_grad": list(self.requires_grad), "backward": self.backward, "hidden": self.hidden,
+                "group": self.group}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Call:
+        return cls(str(data["function"]), dict(data["kwargs"]), str(data["label"]), tuple(data["requires_grad"]),
+                   bool(data["backward"]), bool(data.get("hidden", False)), data.get("group"))
 
 
 CaseGenerator = Callable[[torch.Generator], list[Call]]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -11,7 +11,9 @@ import torch
 
 from .cases import Call
 from .compare import Mismatch, compare_tensors
-from .observation import Outcome, judge_case
+from .diagnosis import Misconception, follow_through
+from .experiment import CallFailed, PartResult
+from .observation import Outcome, judge_case, same_as
 from .report import CheckResult
 from .spec import CheckSpec, FunctionSpec, Tolerance
 from .verdicts import Verdict
@@ -23,6 +25,7 @@ class LearnerFailure(Exception):
     def __init__(self, verdict: Verdict, message: str) -> None:
         super().__init__(message)
         self.verdict, self.message = verdict, message
+        self.tainted = False  # set when the worker had been sent a hidden case before it failed
 
 
 # What a hidden case's learner-facing message says about a learner failure: the failure's own message can carry
@@ -45,13 +48,15 @@ class Context(Protocol):
 
     def cases(self, check: CheckSpec) -> list[Call]: ...
     def expected(self, check: CheckSpec, index: int, call: Call) -> dict: ...
-    def observe(self, call: Call) -> dict: ...
     def observe_all(self, calls: list[Call]) -> Iterator[dict | LearnerFailure]: ...
     def signatures(self) -> dict: ...
     def functions(self) -> list[FunctionSpec]: ...
     def tolerances(self) -> dict[str, Tolerance]: ...
-    def learner_series(self) -> dict[str, torch.Tensor]: ...
+    def experiment(self) -> list[PartResult]: ...
     def reference_series(self) -> dict[str, torch.Tensor]: ...
+    def series_part(self, series: str) -> str: ...
+    def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict]: ...
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]: ...
 
 
 CheckFunction = Callable[[Context, CheckSpec], "Tally"]
@@ -68,35 +73,96 @@ def register(kind: str) -> Callable[[CheckFunction], CheckFunction]:
     return add
 
 
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One call's outcome inside a check; `group` ties calls that pass only together (see `Call.group`).
+
+    `explained_by` names the misconceptions whose observation a failing case matches (see `diagnosis`).
+    """
+
+    label: str
+    hidden: bool
+    outcome: Outcome
+    group: str | None = None
+    explained_by: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome.verdict == Verdict.PASS
+
+
 @dataclass
 class Tally:
     """Per-case outcomes of one check, in order."""
 
-    outcomes: list[tuple[str, bool, Outcome]]  # (case label, hidden, outcome)
+    outcomes: list[CaseOutcome]
 
-    def result(self, check: CheckSpec, duration_s: float) -> CheckResult:
-        total = len(self.outcomes)
-        passed = sum(o.verdict == Verdict.PASS for _, _, o in self.outcomes)
-        failures = [(label, hidden, o) for label, hidden, o in self.outcomes if o.verdict != Verdict.PASS]
+    def groups(self) -> list[list[CaseOutcome]]:
+        """Cases as they are scored: each group of calls together, every ungrouped call alone, in first-seen order."""
+        grouped: dict[object, list[CaseOutcome]] = {}
+        for index, case in enumerate(self.outcomes):
+            grouped.setdefault(("group", case.group) if case.group is not None else index, []).append(case)
+        return list(grouped.values())
+
+    def result(self, check: CheckSpec, duration_s: float,
+               charged: Mapping[str, Misconception] | None = None) -> CheckResult:
+        """The check's verdict and score; a failing case that a charged misconception explains, in a check that
+        does not own it, counts as passed (follow-through) and is named in the message."""
+        charged = charged or {}
+        carried = {id(c): mid for c in self.outcomes if not c.passed
+                   and (mid := follow_through(check.id, c.explained_by, charged)) is not None}
+        groups = self.groups()
+        total = len(groups)
+        passed = sum(all(c.passed or id(c) in carried for c in group) for group in groups)
+        failures = [c for c in self.outcomes if not c.passed and id(c) not in carried]
+        note = _follow_through_note(carried, charged)
         if not failures:
             verdict = Verdict.PASS
-            message = learner = f"all {total} cases passed" if total != 1 else "passed"
+            message = learner = (f"all {total} cases passed" if total != 1 else "passed") + note
         else:
-            label, hidden, first = failures[0]
-            verdict = first.verdict
-            evidence = first.mismatch or Mismatch("failed", "failed")
+            first = failures[0]
+            verdict = first.outcome.verdict
+            evidence = first.outcome.mismatch or Mismatch("failed", "failed")
             head = f"{passed}/{total} cases passed. " if total > 1 else ""
-            message = f"{head}First failure, case '{label}': {evidence.message}"
-            learner = f"{head}First failure: {evidence.learner_message}" if hidden else message
+            message = f"{head}First failure, case '{first.label}': {evidence.message}{note}"
+            shown = evidence.learner_message if first.hidden else evidence.message
+            learner = f"{head}First failure, case '{first.label}': {shown}{note}"
         score = round(check.points * passed / total, 6) if total else 0.0
         return CheckResult(
             id=check.id, title=check.title, verdict=verdict, score=score, max_score=check.points,
             message=message, learner_message=learner, duration_s=round(duration_s, 4),
             cases_passed=passed, cases_total=total, visibility=check.visibility,
+            cases_followed_through=len(carried), followed_through=sorted(set(carried.values())),
         )
 
 
-def run_check(ctx: Context, check: CheckSpec) -> CheckResult:
+def _follow_through_note(carried: dict[int, str], charged: Mapping[str, Misconception]) -> str:
+    if not carried:
+        return ""
+    mids = sorted(set(carried.values()))
+    owners = sorted({owner for mid in mids for owner in charged[mid].owners})
+    cases = "case" if len(carried) == 1 else "cases"
+    return (f" ({len(carried)} {cases} credited by follow-through: the result matches the misreading "
+            f"{', '.join(mids)}, charged in {', '.join(owners)})")
+
+
+@dataclass
+class CheckRun:
+    """A check that has run: its cases' outcomes, or the judge's own failure, awaiting the diagnosis."""
+
+    check: CheckSpec
+    duration_s: float
+    tally: Tally | None = None
+    judge_error: CheckResult | None = None
+
+    def result(self, charged: Mapping[str, Misconception] | None = None) -> CheckResult:
+        if self.judge_error is not None:
+            return self.judge_error
+        assert self.tally is not None
+        return self.tally.result(self.check, self.duration_s, charged)
+
+
+def run_check(ctx: Context, check: CheckSpec) -> CheckRun:
     start = time.perf_counter()
     try:
         tally = REGISTRY[check.kind](ctx, check)
@@ -104,10 +170,11 @@ def run_check(ctx: Context, check: CheckSpec) -> CheckResult:
         text = f"internal error of the grader, not of your code: {type(exc).__name__}: {exc}"
         # the exception text may quote a hidden case (the reference's own error, say): instructors only
         learner = "internal error of the grader, not of your code; the course staff can see the details"
-        return CheckResult(id=check.id, title=check.title, verdict=Verdict.JUDGE_ERROR, score=0.0,
-                           max_score=check.points, message=text, learner_message=learner,
-                           duration_s=round(time.perf_counter() - start, 4), visibility=check.visibility)
-    return tally.result(check, time.perf_counter() - start)
+        duration = time.perf_counter() - start
+        return CheckRun(check, duration, judge_error=CheckResult(
+            id=check.id, title=check.title, verdict=Verdict.JUDGE_ERROR, score=0.0, max_score=check.points,
+            message=text, learner_message=learner, duration_s=round(duration, 4), visibility=check.visibility))
+    return CheckRun(check, time.perf_counter() - start, tally=tally)
 
 
 @register("signature")
@@ -117,7 +184,7 @@ def check_signatures(ctx: Context, check: CheckSpec) -> Tally:
     for function in ctx.functions():
         problem = _signature_problem(function, found.get(function.name))
         outcome = Outcome(Verdict.PASS) if problem is None else Outcome(Verdict.FAIL, Mismatch.of(problem))
-        outcomes.append((function.name, False, outcome))
+        outcomes.append(CaseOutcome(function.name, False, outcome))
     return Tally(outcomes)
 
 
@@ -147,38 +214,67 @@ def _signature_problem(function: FunctionSpec, info: dict | None) -> str | None:
 
 @register("differential")
 def check_differential(ctx: Context, check: CheckSpec) -> Tally:
-    outcomes: list[tuple[str, bool, Outcome]] = []
     calls = ctx.cases(check)
-    for index, got in enumerate(ctx.observe_all(calls)):
+    # visible calls go out first: once the worker holds a hidden case, what it says is no longer quotable
+    order = sorted(range(len(calls)), key=lambda i: calls[i].hidden)
+    outcomes: dict[int, CaseOutcome] = {}
+    for index, got in zip(order, ctx.observe_all([calls[i] for i in order]), strict=False):
         call = calls[index]
         if isinstance(got, LearnerFailure):
-            outcomes.append((call.label, call.hidden, Outcome(got.verdict, failure_evidence(got))))
-            continue
-        want = ctx.expected(check, index, call)
-        outcomes.append((call.label, call.hidden, judge_case(
-            call.function, call.kwargs, got, want, check.compare, ctx.tolerances())))
+            outcome = Outcome(got.verdict, failure_evidence(got))
+            tainted = got.tainted
+        else:
+            outcome = judge_case(call.function, call.kwargs, got, ctx.expected(check, index, call), check.compare,
+                                 ctx.tolerances())
+            tainted = bool(got.get("tainted"))
+        explained = () if outcome.verdict == Verdict.PASS or isinstance(got, LearnerFailure) else tuple(
+            mid for mid, theirs in ctx.misconception_observations(check, index).items()
+            if same_as(call.function, call.kwargs, got, theirs, check.compare, ctx.tolerances()))
+        # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
+        outcomes[index] = CaseOutcome(call.label, call.hidden or tainted, outcome, call.group, explained)
     if len(outcomes) < len(calls):
         # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run
-        verdict = outcomes[-1][2].verdict if outcomes else Verdict.SKIPPED
-        rest = Outcome(verdict, Mismatch.of(f"not run after an earlier case ({verdict})"))
-        outcomes += [(c.label, c.hidden, rest) for c in calls[len(outcomes):]]
-    return Tally(outcomes)
+        last = outcomes[order[len(outcomes) - 1]].outcome.verdict if outcomes else Verdict.SKIPPED
+        rest = Outcome(last, Mismatch.of(f"not run after an earlier case ({last})"))
+        for index in order[len(outcomes):]:
+            outcomes[index] = CaseOutcome(calls[index].label, calls[index].hidden, rest, calls[index].group)
+    return Tally([outcomes[i] for i in range(len(calls))])
 
 
 @register("experiment")
 def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
-    try:
-        got = ctx.learner_series()
-    except LearnerFailure as failure:
-        return Tally([(name, False, Outcome(failure.verdict, Mismatch.of(failure.message))) for name in check.series])
+    """Each series of the check against the reference's; a series whose part failed carries that failure."""
+    failures = {}
+    produced: dict[str, torch.Tensor] = {}
+    for part in ctx.experiment():
+        produced.update(part.series)
+        if part.failure is not None:
+            failures[part.name] = part.failure
     want = ctx.reference_series()
     tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
     outcomes = []
     for name in check.series:
-        value = got.get(name)
-        if value is None:
-            mismatch: Mismatch | None = Mismatch.of(f"the experiment returned no tensor named {name!r}")
+        value = produced.get(name)
+        if value is None and failures:
+            failed = next(iter(failures.values())) if len(failures) == 1 else _failure_for(name, failures, ctx)
+            outcome = Outcome(failed.verdict, Mismatch.of(failed.message))
+        elif value is None:
+            outcome = Outcome(Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
         else:
             mismatch = compare_tensors(name, value, want[name], tol)
-        outcomes.append((name, False, Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)))
+            outcome = Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)
+        outcomes.append(CaseOutcome(name, False, outcome, explained_by=_series_explained(ctx, name, value, tol)
+                                    if outcome.verdict != Verdict.PASS and value is not None else ()))
     return Tally(outcomes)
+
+
+def _series_explained(ctx: Context, name: str, value: torch.Tensor, tol: Tolerance | None) -> tuple[str, ...]:
+    """The misconceptions whose toy produced this very series."""
+    return tuple(mid for mid, series in ctx.misconception_series().items()
+                 if name in series and compare_tensors(name, value, series[name], tol) is None)
+
+
+def _failure_for(series: str, failures: dict[str, CallFailed], ctx: Context) -> CallFailed:
+    """The failure of the part that makes `series`: the reference's run says which part that is."""
+    owner = ctx.series_part(series)
+    return failures.get(owner) or next(iter(failures.values()))

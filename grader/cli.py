@@ -84,7 +84,7 @@ def early_launch(args: argparse.Namespace) -> object | None:
         return None  # the command proper reports the usage error
     try:
         spec = load_spec(problem_dir / "problem.toml")
-        return launch(spec, problem_dir / "experiment.py", args.file, limits_from(args, spec.limits))
+        return launch(spec, None, args.file, limits_from(args, spec.limits))
     except (SpecError, OSError, ValueError):
         return None
 

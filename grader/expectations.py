@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .cases import Call, generator_for
+from .experiment import run_experiment
 from .paths import PROJECT_ROOT
 from .problem import Problem
 from .worker import protocol
@@ -43,16 +44,6 @@ def cache_key(problem: Problem, seed: int) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
-def _call_to_data(call: Call) -> dict[str, Any]:
-    return {"function": call.function, "kwargs": dict(call.kwargs), "label": call.label,
-            "requires_grad": list(call.requires_grad), "backward": call.backward, "hidden": call.hidden}
-
-
-def _call_from_data(data: dict[str, Any]) -> Call:
-    return Call(data["function"], data["kwargs"], data["label"], tuple(data["requires_grad"]),
-                data["backward"], data["hidden"])
-
-
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
     """Compute expectations on one thread: a reduction's rounding then never depends on the judge's machine."""
@@ -73,6 +64,10 @@ class Expectations:
         self._cases: dict[str, list[Call]] = {}
         self._observations: dict[str, list[dict[str, Any]]] = {}  # "source/cases" -> per case
         self._series: dict[str, torch.Tensor] | None = None
+        self._series_parts: dict[str, str] = {}
+        self._wrong_series: dict[str, dict[str, torch.Tensor]] | None = None
+        self._wrong_functions: dict[str, dict[str, Any]] = {}
+        self._dirty = False
         self._path = cache_dir() / problem.id / f"{cache_key(problem, seed)}.pt" if use_cache else None
         if self._path is not None and self._path.is_file():
             self._load(self._path)
@@ -80,11 +75,13 @@ class Expectations:
     def _load(self, path: Path) -> None:
         try:
             data = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
-            self._cases = {name: [_call_from_data(c) for c in calls] for name, calls in data["cases"].items()}
+            self._cases = {name: [Call.from_data(c) for c in calls] for name, calls in data["cases"].items()}
             self._observations = data["observations"]
             self._series = data["series"]
+            self._series_parts = dict(data["series_parts"])
+            self._wrong_series = data.get("wrong_series")
         except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
-            self._cases, self._observations, self._series = {}, {}, None
+            self._cases, self._observations, self._series, self._series_parts = {}, {}, None, {}
 
     def warm(self) -> None:
         """Compute every expectation the problem's checks need, and save them for the next run."""
@@ -103,9 +100,11 @@ class Expectations:
     def _save(self, path: Path) -> None:
         buffer = io.BytesIO()
         torch.save({
-            "cases": {name: [_call_to_data(c) for c in calls] for name, calls in self._cases.items()},
+            "cases": {name: [c.to_data() for c in calls] for name, calls in self._cases.items()},
             "observations": self._observations,
             "series": self._series,
+            "series_parts": self._series_parts,
+            "wrong_series": self._wrong_series,
         }, buffer)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -121,7 +120,7 @@ class Expectations:
     def _all_observations(self, source: str, name: str) -> list[dict[str, Any]]:
         key = f"{source}/{name}"
         if key not in self._observations:
-            functions = self.problem.oracle if source == "oracle" else self.problem.reference
+            functions = self._functions(source)
             with single_threaded():
                 self._observations[key] = [
                     protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
@@ -129,15 +128,84 @@ class Expectations:
                 ]
         return self._observations[key]
 
+    def _functions(self, source: str) -> dict[str, Any]:
+        """"reference", "oracle", or "misconception:<id>" (the known-wrong solution that embodies it)."""
+        if source.startswith("misconception:"):
+            wanted = source.removeprefix("misconception:")
+            (misconception,) = [m for m in self.problem.misconceptions if m.id == wanted]
+            if source not in self._wrong_functions:
+                self._wrong_functions[source] = self.problem.misconception_functions(misconception)
+            return self._wrong_functions[source]
+        return self.problem.oracle if source == "oracle" else self.problem.reference
+
     def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
         with self._lock:
             return self._all_observations(source, name)[index]
 
+    def misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]:
+        """What each declared misconception's solution observes on case `index` of generator `name`."""
+        with self._lock:
+            found = {}
+            for misconception in self.problem.misconceptions:
+                source = f"misconception:{misconception.id}"
+                self._dirty |= f"{source}/{name}" not in self._observations
+                found[misconception.id] = self._all_observations(source, name)[index]
+            return found
+
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Each misconception's toy series (a part its solution cannot run is missing)."""
+        with self._lock:
+            if self._wrong_series is None:
+                self._wrong_series = {}
+                with single_threaded():
+                    for misconception in self.problem.misconceptions:
+                        functions = self._functions(f"misconception:{misconception.id}")
+                        self._wrong_series[misconception.id] = run_series(self.problem, self.seed, functions)[0]
+                self._dirty = True
+            return self._wrong_series
+
+    def persist(self) -> None:
+        """Save what was computed lazily (misconception observations) for the next run."""
+        with self._lock:
+            if self._dirty and self._path is not None:
+                self._save(self._path)
+                self._dirty = False
+
     def series(self) -> dict[str, torch.Tensor]:
+        """The reference's toy series for this seed, driven exactly as a learner's are."""
         with self._lock:
             if self._series is None:
                 with single_threaded():
-                    raw = self.problem.experiment_module.run(**self.problem.reference)
-                self._series = {k: v.detach().clone() for k, v in raw.items()}
+                    self._series, self._series_parts = reference_series(self.problem, self.seed)
             return self._series
 
+    def series_parts(self) -> dict[str, str]:
+        """Which part of the toy makes each series."""
+        self.series()
+        return self._series_parts
+
+
+def reference_series(problem: Problem, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    series, owners, failures = run_series(problem, seed, problem.reference)
+    if failures:
+        raise RuntimeError(f"the reference failed the toy: {'; '.join(failures)}")
+    return series, owners
+
+
+def run_series(problem: Problem, seed: int, functions: dict[str, Any],
+               ) -> tuple[dict[str, torch.Tensor], dict[str, str], list[str]]:
+    """The toy's series with trusted in-process functions, which part made each, and the parts that failed."""
+    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+        return protocol.observe_call(functions[call.function], call.kwargs, list(call.requires_grad), call.backward)
+
+    names = [f.name for f in problem.spec.functions]
+    limits = problem.spec.limits
+    series: dict[str, torch.Tensor] = {}
+    owners: dict[str, str] = {}
+    failures = []
+    for part in run_experiment(problem.experiment_module, names, observe, seed, float("inf"), limits.call_timeout_s):
+        if part.failure is not None:
+            failures.append(f"{part.name}: {part.failure.message}")
+        series.update(part.series)
+        owners.update(dict.fromkeys(part.series, part.name))
+    return series, owners, failures

@@ -6,7 +6,7 @@ import hashlib
 import platform
 import shlex
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,12 +15,14 @@ import torch
 
 from . import __version__
 from .cases import Call
-from .checks import LearnerFailure, run_check
+from .checks import CheckRun, LearnerFailure, run_check
+from .diagnosis import Explained, Finding, diagnose
 from .expectations import Expectations
+from .experiment import CallFailed, PartResult, run_experiment
 from .launch import Launched
 from .observation import Malformed, sanitize
 from .problem import Problem
-from .report import CheckResult, Report, TierResult, Versions
+from .report import CheckResult, Diagnosis, Report, TierResult, Versions
 from .sandbox import Box, Level, Slot, best_level
 from .session import Worker, WorkerCrashed, WorkerTimeout
 from .spec import CheckSpec, FunctionSpec, Limits, Tolerance
@@ -44,13 +46,15 @@ class Grading:
             self.deadline = launched.started + limits.submission_budget_s
         else:
             self.slot = Slot()
-            self.box = Box(submission, problem.experiment_path, limits, level, self.slot)
+            self.box = Box(submission, None, limits, level, self.slot)
             self.deadline = time.monotonic() + limits.submission_budget_s
         self.hello: dict[str, Any] = {}
         self.stdout: list[str] = []
         self.stderr: list[str] = []
-        self._series: dict[str, torch.Tensor] | None = None
-        self._series_failure: LearnerFailure | None = None
+        self._parts: list[PartResult] | None = None
+        # whether the live worker has been sent a hidden case: from then on, text it chooses could carry that
+        # case's inputs, so learner-facing messages quote none of it
+        self.saw_hidden = False
 
     # ------------------------------------------------------------------ worker lifecycle
     def remaining(self) -> float:
@@ -61,6 +65,7 @@ class Grading:
         names = [f.name for f in self.problem.spec.functions]
         spawned = self.spawned_at if self._pending is not None else time.monotonic()
         self.worker, self._pending = self._pending or Worker(self.box, names, self.zygote), None
+        self.saw_hidden = False
         timeout = min(self.limits.import_timeout_s, max(self.remaining(), 0.1))
         try:
             hello = self.worker.receive(timeout)
@@ -129,6 +134,7 @@ class Grading:
                 worker = self._ready_worker()
                 timeout = min(self.limits.call_timeout_s, self.remaining())
                 worker.send({"op": "calls", "calls": [c.request() for c in pending]}, timeout)
+                self.saw_hidden |= any(c.hidden for c in pending)
             except LearnerFailure as failure:
                 yield failure
                 return
@@ -147,9 +153,13 @@ class Grading:
                     pending = pending[index + 1:]
                     break
                 try:
-                    yield self._accept(call, answer)
+                    accepted = self._accept(call, answer)
                 except LearnerFailure as failure:
+                    failure.tainted = self.saw_hidden
                     yield failure
+                else:
+                    accepted["tainted"] = self.saw_hidden
+                    yield accepted
             else:
                 pending = []
 
@@ -170,8 +180,10 @@ class Grading:
         assert check.cases is not None
         return self.expect.observation(check.expected, check.cases, index)
 
-    def observe(self, call: Call) -> dict[str, Any]:
-        return self._accept(call, self._request(call.request(), self.limits.call_timeout_s))
+    def observe(self, call: Call, timeout_s: float) -> dict[str, Any]:
+        """One call on its own (the toy's calls); a LearnerFailure when it yields no acceptable answer."""
+        self.saw_hidden |= call.hidden
+        return self._accept(call, self._request(call.request(), min(timeout_s, self.limits.call_timeout_s)))
 
     def signatures(self) -> dict[str, Any]:
         return dict(self.hello.get("functions", {}))
@@ -182,37 +194,36 @@ class Grading:
     def tolerances(self) -> dict[str, Tolerance]:
         return dict(self.problem.spec.tolerances)
 
-    def learner_series(self) -> dict[str, torch.Tensor]:
-        if self._series_failure is not None:
-            raise self._series_failure
-        if self._series is None:
-            try:
-                self._series = self._fetch_series()
-            except LearnerFailure as failure:
-                self._series_failure = failure
-                raise
-        return self._series
+    def experiment(self) -> list[PartResult]:
+        """The toy run with the learner's functions, once; it never takes more than half of what is left."""
+        if self._parts is None:
+            def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+                try:
+                    return self.observe(call, timeout_s)
+                except LearnerFailure as failure:
+                    raise CallFailed(failure.verdict, f"{call.function}: {failure.message}") from None
 
-    def _fetch_series(self) -> dict[str, torch.Tensor]:
-        # the toy runs first: never let it eat more than half of what is left for the other checks
-        answer = self._request({"op": "experiment"}, min(self.limits.experiment_timeout_s, self.remaining() / 2))
-        if "raised" in answer:
-            raised = answer["raised"]
-            text = f"{raised.get('type')}: {raised.get('message')}" if isinstance(raised, dict) else "an exception"
-            raise LearnerFailure(Verdict.ERROR, f"the toy experiment raised {text}")
-        series = answer.get("series")
-        if not isinstance(series, dict):
-            raise LearnerFailure(Verdict.FAIL, "the toy experiment returned no series")
-        clean: dict[str, torch.Tensor] = {}
-        for name, desc in series.items():
-            if isinstance(desc, dict) and desc.get("kind") == "tensor" and type(desc.get("value")) is torch.Tensor:
-                value = desc["value"]
-                if value.dim() == 1 and value.numel() <= 1 << 20 and value.is_floating_point():
-                    clean[str(name)] = value
-        return clean
+            names = [f.name for f in self.problem.spec.functions]
+            timeout = max(0.0, min(self.limits.experiment_timeout_s, self.remaining() / 2))
+            self._parts = run_experiment(self.problem.experiment_module, names, observe, self.expect.seed, timeout,
+                                         self.limits.call_timeout_s)
+        return self._parts
+
+    def learner_series(self) -> dict[str, torch.Tensor]:
+        return {name: value for part in self.experiment() for name, value in part.series.items()}
 
     def reference_series(self) -> dict[str, torch.Tensor]:
         return self.expect.series()
+
+    def series_part(self, series: str) -> str:
+        return self.expect.series_parts().get(series, "")
+
+    def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]:
+        assert check.cases is not None
+        return self.expect.misconception_observations(check.cases, index)
+
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
+        return self.expect.misconception_series()
 
 
 def _sha256(path: Path) -> str:
@@ -240,7 +251,7 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
           expectations: Expectations | None = None, level: Level | None = None,
           command: str = "", launched: Launched | None = None,
           series_sink: Callable[[dict[str, torch.Tensor] | None], None] | None = None,
-          zygote: Zygote | None = None) -> Graded:
+          zygote: Zygote | None = None, follow_through: bool | None = None) -> Graded:
     """Grade `submission` against `problem`; every process of the submission is gone when this returns.
 
     With a `zygote`, workers are forked from it rather than started afresh (a batch's way to skip `import torch`).
@@ -255,6 +266,8 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
     level = launched.level if launched is not None else level or best_level()
     grading = Grading(problem, submission, expectations, limits, level, launched, zygote)
     results: list[CheckResult] = []
+    findings: list[Finding] = []
+    follow = problem.spec.follow_through if follow_through is None else follow_through
     try:
         status = grading.start()
         if status != Status.GRADED:
@@ -264,8 +277,10 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
             why = ""
             if series_sink is not None:
                 series_sink(_prefetch_series(grading, problem))
-            for check in problem.spec.checks:
-                results.append(run_check(grading, check))
+            runs = {check.id: run_check(grading, check) for check in visible_first(problem.spec.checks, expectations)}
+            findings = diagnose(_failing_cases(runs.values()), problem.misconceptions)
+            charged = {f.misconception.id: f.misconception for f in findings} if follow else {}
+            results = [runs[check.id].result(charged) for check in problem.spec.checks]
             if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
                 status = Status.JUDGE_ERROR
             elif any(r.verdict == Verdict.SKIPPED for r in results) or grading.remaining() <= 0:
@@ -274,19 +289,41 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
         grading.stop()
         grading.slot.release()
         grading.box.cleanup()
+    persist = getattr(expectations, "persist", None)
+    if persist is not None:
+        persist()  # misconception observations computed on the way are kept for the next grade
     report = _assemble(problem, submission, seed, status, results, grading, why, time.perf_counter() - started,
                        command)
-    return Graded(report, grading._series)
+    report.diagnosis = [_diagnosis_entry(f) for f in findings]
+    report.follow_through = follow
+    return Graded(report, grading.learner_series() if grading._parts is not None else None)
+
+
+def visible_first(checks: list[CheckSpec], expectations: Expectations) -> list[CheckSpec]:
+    """Checks in the order they run: those without a hidden case first, so that no learner-facing message of a
+    visible case can quote text from a worker that has already been sent a hidden case's inputs."""
+    def has_hidden(check: CheckSpec) -> bool:
+        return check.cases is not None and any(call.hidden for call in expectations.cases(check.cases))
+
+    return sorted(checks, key=has_hidden)
 
 
 def _prefetch_series(grading: Grading, problem: Problem) -> dict[str, torch.Tensor] | None:
     """Run the toy experiment first, so its plots can be drawn while the other checks run."""
     if not any(c.kind == "experiment" for c in problem.spec.checks):
         return None
-    try:
-        return grading.learner_series()
-    except LearnerFailure:
-        return None  # the experiment checks report the failure in their turn
+    return grading.learner_series()  # a part that failed has no series; its checks say why in their turn
+
+
+def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
+    return [Explained(run.check.id, case.explained_by) for run in runs if run.tally is not None
+            for case in run.tally.outcomes if not case.passed]
+
+
+def _diagnosis_entry(finding: Finding) -> Diagnosis:
+    m = finding.misconception
+    return Diagnosis(id=m.id, explanation=m.explanation, cases_explained=finding.cases_explained,
+                     cases_failing=finding.cases_failing, checks=list(finding.checks), owners=list(m.owners))
 
 
 def _skipped(check: CheckSpec, why: str) -> CheckResult:

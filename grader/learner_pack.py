@@ -22,6 +22,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 import torch
@@ -33,7 +34,7 @@ from .cases import Call
 from .expectations import Expectations
 from .judge import grade
 from .learner_view import learner_view
-from .problem import Problem
+from .problem import Problem, load_module
 from .report import Report, write_atomic
 from .spec import CheckSpec, ProblemSpec, load_spec
 from .summary import STYLE
@@ -99,11 +100,6 @@ def hidden_checks(spec: ProblemSpec) -> list[CheckSpec]:
     return [c for c in spec.checks if not c.public]
 
 
-def _call_data(call: Call) -> dict[str, Any]:
-    return {"function": call.function, "kwargs": dict(call.kwargs), "label": call.label,
-            "requires_grad": list(call.requires_grad), "backward": call.backward}
-
-
 def _expected_only(observation: dict[str, Any]) -> dict[str, Any]:
     """What a comparison reads of an expected observation: the output, the gradients and an exception's type.
 
@@ -126,13 +122,14 @@ def public_cases(problem: Problem) -> dict[str, Any]:
     for check in (c for c in spec.checks if c.public and c.cases):
         assert check.cases is not None
         shown = [(i, call) for i, call in enumerate(expect.cases(check.cases)) if not call.hidden]
-        cases[check.cases] = [_call_data(call) for _, call in shown]
+        cases[check.cases] = [call.to_data() for _, call in shown]
         observations[f"{check.expected}/{check.cases}"] = [
             _expected_only(expect.observation(check.expected, check.cases, i)) for i, _ in shown]
     names = [name for c in spec.checks if c.public and c.kind == "experiment" for name in c.series]
     series = {name: expect.series()[name] for name in names}
+    parts = {name: expect.series_parts()[name] for name in names}
     return {"format": DATA_FORMAT, "problem": problem.id, "seed": spec.public_seed, "cases": cases,
-            "observations": observations, "series": series}
+            "observations": observations, "series": series, "series_parts": parts}
 
 
 # ---------------------------------------------------------------------------------------------- building the zip
@@ -234,6 +231,12 @@ class PackedProblem:
     full_spec: ProblemSpec
     experiment_path: Path
     content_hash: str
+    misconceptions: tuple[()] = ()  # the pack carries no misreading's solution
+
+    @property
+    def experiment_module(self) -> ModuleType:
+        """The toy, run on this side of the pack's sandbox, as the official grader runs it."""
+        return load_module(f"paperleet_experiment_{self.id}", self.experiment_path)
 
     @classmethod
     def load(cls, root: Path) -> PackedProblem:
@@ -252,10 +255,10 @@ class PackedCases:
         if not isinstance(data, dict) or data.get("format") != DATA_FORMAT:
             raise ValueError(f"{path} is not a learner pack's public cases (format {DATA_FORMAT})")
         self.seed: int = data["seed"]
-        self._calls = {name: [Call(c["function"], c["kwargs"], c["label"], tuple(c["requires_grad"]), c["backward"])
-                              for c in calls] for name, calls in data["cases"].items()}
+        self._calls = {name: [Call.from_data(c) for c in calls] for name, calls in data["cases"].items()}
         self._observations: dict[str, list[dict[str, Any]]] = data["observations"]
         self._series: dict[str, torch.Tensor] = data["series"]
+        self._series_parts: dict[str, str] = dict(data.get("series_parts", {}))
 
     def warm(self) -> None:
         """Nothing to compute: the pack holds every expectation precomputed."""
@@ -268,6 +271,15 @@ class PackedCases:
 
     def series(self) -> dict[str, torch.Tensor]:
         return self._series
+
+    def series_parts(self) -> dict[str, str]:
+        return self._series_parts
+
+    def misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]:
+        return {}  # the pack ships no misreading's solution
+
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
+        return {}
 
 
 def learner_report(report: Report, full_spec: ProblemSpec) -> dict[str, Any]:

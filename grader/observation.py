@@ -56,6 +56,8 @@ def _exception(value: Any, where: str) -> dict[str, Any]:
         raise Malformed(f"{where} is not an exception description")
     if not isinstance(value.get("bases", []), list) or not isinstance(value.get("message", ""), str):
         raise Malformed(f"{where} is not an exception description")
+    if not isinstance(value.get("where", ""), str):
+        raise Malformed(f"{where} is not an exception description")
     return value
 
 
@@ -119,8 +121,10 @@ def _flatten(desc: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]
     return [(name, desc)]
 
 
-def _exc_text(exc: dict[str, Any]) -> str:
-    return f"{exc['type']}: {exc.get('message', '')}".strip().rstrip(":")
+def exception_text(exc: dict[str, Any]) -> str:
+    """`Type: message (your file, line N in fn: code)`; no dangling colon when the message is empty."""
+    text = f"{exc['type']}: {exc.get('message', '')}".strip().rstrip(":")
+    return f"{text} (your file, {exc['where']})" if exc.get("where") else text
 
 
 def _is_instance(exc: dict[str, Any], type_name: str) -> bool:
@@ -171,7 +175,7 @@ def compare_grads(
     if "backward_error" in want:
         raise AssertionError(f"the expected side failed backward: {want['backward_error']}")
     if "backward_error" in got:
-        return Mismatch.of(f"loss.backward() raised {_exc_text(got['backward_error'])}",
+        return Mismatch.of(f"loss.backward() raised {exception_text(got['backward_error'])}",
                      f"loss.backward() raised {_safe_exception(got['backward_error'])}")
     for name, w in want.get("grads", {}).items():
         g = got.get("grads", {}).get(name)
@@ -216,7 +220,7 @@ def judge_case(
     """Compare one learner observation with the expected one on the aspects a check names."""
     if "raised" in want:
         if "raises" not in aspects:
-            raise AssertionError(f"expected side raised {_exc_text(want['raised'])} on a case that must not raise")
+            raise AssertionError(f"expected side raised {exception_text(want['raised'])} on a case that must not raise")
         expected_type = want["raised"]["type"]
         if "raised" not in got:
             return Outcome(Verdict.FAIL, Mismatch.of(
@@ -224,11 +228,11 @@ def judge_case(
                 f"{function} returned normally, but this case must raise an exception"))
         if not _is_instance(got["raised"], expected_type):
             return Outcome(Verdict.FAIL, Mismatch.of(
-                f"{function} raised {_exc_text(got['raised'])}; expected {expected_type}",
+                f"{function} raised {exception_text(got['raised'])}; expected {expected_type}",
                 f"{function} raised {_safe_exception(got['raised'])}, not the exception this case expects"))
         return Outcome(Verdict.PASS)
     if "raised" in got:
-        return Outcome(Verdict.ERROR, Mismatch.of(f"{function} raised {_exc_text(got['raised'])}",
+        return Outcome(Verdict.ERROR, Mismatch.of(f"{function} raised {exception_text(got['raised'])}",
                                             f"{function} raised {_safe_exception(got['raised'])} (message withheld)"))
     if OUTPUT_ASPECTS & set(aspects):
         mismatch = _compare_outputs(function, got, want, aspects, tolerances)
@@ -260,3 +264,25 @@ def _compare_outputs(function: str, got: dict[str, Any], want: dict[str, Any], a
                      f"{function}: the result holds a different number of items than expected")
     return None
 
+
+
+def same_as(function: str, sent: Mapping[str, Any], got: dict[str, Any], other: dict[str, Any],
+            aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance]) -> bool:
+    """Whether the learner's observation matches `other` (a misconception's) on every aspect a check compares.
+
+    Unlike `judge_case`, both sides may raise or modify their inputs: a misreading can do either, and then
+    matching it means doing the same.
+    """
+    if "raised" in got or "raised" in other:
+        return "raised" in got and "raised" in other and _is_instance(got["raised"], other["raised"]["type"])
+    if ("backward_error" in got or "backward_error" in other) and {"backward", "grads", "connected"} & set(aspects):
+        return "backward_error" in got and "backward_error" in other
+    compared = [a for a in aspects if a not in ("inputs_unchanged", "raises")]
+    if compared and judge_case(function, sent, got, other, compared, tolerances).verdict != Verdict.PASS:
+        return False
+    if "inputs_unchanged" in aspects:
+        mine, theirs = got.get("inputs_after", {}), other.get("inputs_after", {})
+        for name, value in theirs.items():
+            if name not in mine or compare_tensors(name, mine[name], value, None) is not None:
+                return False
+    return True

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from .cases import CaseGenerator
+from .diagnosis import Misconception, load_misconceptions
 from .paths import PROJECT_ROOT
 from .spec import ProblemSpec, SpecError, load_spec
 
@@ -104,6 +105,18 @@ class Problem:
     @cached_property
     def oracle(self) -> dict[str, Callable[..., Any]]:
         return self._functions("oracle")
+
+    @cached_property
+    def misconceptions(self) -> list[Misconception]:
+        """The known misreadings the judge diagnoses, from reference/<id>/misconceptions.toml (may be absent)."""
+        return load_misconceptions(self.reference_dir / "misconceptions.toml", [c.id for c in self.spec.checks],
+                                   self.reference_dir / "wrong")
+
+    def misconception_functions(self, misconception: Misconception) -> dict[str, Callable[..., Any]]:
+        """The contract functions of the known-wrong solution that embodies `misconception` (trusted code)."""
+        path = self.reference_dir / "wrong" / misconception.solution
+        module = load_module(f"paperleet_wrong_{self.id}_{misconception.id}", path)
+        return {f.name: getattr(module, f.name) for f in self.spec.functions}
 
     @cached_property
     def grading_seeds(self) -> list[int]:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .verdicts import Status, Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Model(BaseModel):
@@ -30,6 +30,8 @@ class CheckResult(Model):
     cases_total: int = 0
     visibility: str = "visible"
     learner_message: str = ""  # the message with hidden inputs and expected values left out
+    cases_followed_through: int = 0  # failing cases credited because a misreading charged elsewhere explains them
+    followed_through: list[str] = []  # the misconceptions those cases follow through from
 
 
 class TierResult(Model):
@@ -55,6 +57,17 @@ class Isolation(Model):
     notes: list[str] = []
 
 
+class Diagnosis(Model):
+    """A misreading that explains some of the failing cases, charged in the checks that own it."""
+
+    id: str
+    explanation: str
+    cases_explained: int  # failing cases whose result matches this misreading's
+    cases_failing: int  # failing cases in all
+    checks: list[str]  # the checks those cases belong to
+    owners: list[str]  # the checks that charge it
+
+
 class Report(Model):
     schema_version: int = SCHEMA_VERSION
     problem: str
@@ -75,6 +88,8 @@ class Report(Model):
     duration_s: float = 0.0
     phases: dict[str, float] = {}  # seconds: worker_start, T0..T3, plots, report (for `make bench`)
     message: str = ""
+    diagnosis: list[Diagnosis] = []  # most failing cases explained first
+    follow_through: bool = True  # whether cases a charged misreading explains earned their points elsewhere
 
     def checks(self) -> list[CheckResult]:
         return [check for tier in self.tiers for check in tier.checks]

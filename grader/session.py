@@ -64,7 +64,6 @@ class Worker:
         self._response_read, response_write = os.pipe()
         config = {
             "submission": f"{box.runtime}/submission.py",
-            "experiment": f"{box.runtime}/experiment.py" if box.experiment else None,
             "functions": functions,
             "request_fd": request_read,
             "response_fd": response_write,

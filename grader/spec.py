@@ -104,6 +104,8 @@ class ProblemSpec(Strict):
     tiers: list[TierSpec]
     checks: list[CheckSpec]
     plots: list[PlotSpec] = []
+    # a failing case explained by a misreading charged in its owner checks earns its points in the others
+    follow_through: bool = True
 
     @model_validator(mode="after")
     def _consistent(self) -> ProblemSpec:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .diagnosis import Misconception
 from .problem import Problem
 from .report import Report
 from .verdicts import Verdict
@@ -25,7 +26,13 @@ class Finding:
 
 
 def failed_checks(report: Report) -> set[str]:
+    """Checks that lost points."""
     return {c.id for c in report.checks() if c.verdict != Verdict.PASS}
+
+
+def strictly_failed_checks(report: Report) -> set[str]:
+    """Checks that would have lost points without follow-through credit."""
+    return failed_checks(report) | {c.id for c in report.checks() if c.cases_followed_through}
 
 
 def reference_findings(problem: Problem, grade_many: GradeMany) -> list[Finding]:
@@ -52,16 +59,37 @@ def wrong_findings(problem: Problem, grade_many: GradeMany) -> list[Finding]:
             findings.append(Finding(known.path.name, f"header names unknown checks {sorted(unknown)}"))
         if not known.must_fail:
             findings.append(Finding(known.path.name, "declares no check it must fail"))
+    embodied = {m.solution: m for m in problem.misconceptions}
     reports = grade_many([k.path for k in wrong], problem.grading_seeds[0])
     for known, report in zip(wrong, reports, strict=True):
         failed = failed_checks(report)
-        missed = known.must_fail - failed
+        missed = known.must_fail - strictly_failed_checks(report)
         extra = failed - known.must_fail - known.may_fail
+        misconception = embodied.get(known.path.name)
+        if misconception is not None:
+            findings += _diagnosis_findings(known.path.name, misconception, report, known.may_fail)
         if missed:
             findings.append(Finding(known.path.name, f"passed checks it must fail: {sorted(missed)}"))
         if extra:
             detail = "; ".join(f"{c.id}: {c.message}" for c in report.checks() if c.id in extra)
             findings.append(Finding(known.path.name, f"failed checks outside its declared lists: {detail}"))
+    return findings
+
+
+def _diagnosis_findings(name: str, misconception: Misconception, report: Report,
+                        may_fail: frozenset[str]) -> list[Finding]:
+    """A misreading's own solution is diagnosed as that misreading first and, with follow-through, charged only
+    in its owner checks (and those it may also fail)."""
+    findings = []
+    top = report.diagnosis[0].id if report.diagnosis else None
+    if top != misconception.id:
+        found = ", ".join(f"{d.id} ({d.cases_explained}/{d.cases_failing})" for d in report.diagnosis) or "nothing"
+        findings.append(Finding(name, f"top diagnosis should be {misconception.id}; the judge found {found}"))
+    if report.follow_through:
+        charged_elsewhere = failed_checks(report) - set(misconception.owners) - may_fail
+        if charged_elsewhere:
+            findings.append(Finding(name, f"with follow-through still loses points outside the owners of "
+                                          f"{misconception.id}: {sorted(charged_elsewhere)}"))
     return findings
 
 

@@ -1,8 +1,9 @@
 """Runs UNTRUSTED learner code: import one submission, then answer the judge's requests until told to stop.
 
 Usage: python -m <worker package> CONFIG_JSON
-CONFIG_JSON holds: submission (path), functions (names), experiment (path or null),
-request_fd, response_fd, max_frame_bytes.
+CONFIG_JSON holds: submission (path), functions (names), request_fd, response_fd, max_frame_bytes.
+The worker only ever calls the learner's functions on the judge's request: the toy experiment runs in the
+judge, which calls the functions here one by one.
 """
 
 from __future__ import annotations
@@ -73,16 +74,9 @@ def handle(request: dict[str, Any], module: ModuleType, config: dict[str, Any]) 
         if function is None:
             return {"op": "missing", "function": request["function"]}
         return {"op": "observed", **protocol.observe_call(
-            function, request["kwargs"], list(request.get("requires_grad", [])), bool(request.get("backward"))
+            function, request["kwargs"], list(request.get("requires_grad", [])), bool(request.get("backward")),
+            source=config["submission"],
         )}
-    if op == "experiment":
-        functions = {name: getattr(module, name) for name in config["functions"] if hasattr(module, name)}
-        try:
-            experiment = load_module("paperleet_experiment", config["experiment"])
-            series = experiment.run(**functions)
-        except BaseException as exc:  # noqa: BLE001
-            return {"op": "experiment", "raised": protocol.describe_exception(exc)}
-        return {"op": "experiment", "series": {str(k): protocol.describe(v) for k, v in dict(series).items()}}
     return {"op": "error", "message": f"unknown op {op!r}"}
 
 

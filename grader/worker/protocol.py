@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -83,13 +84,34 @@ def describe(value: Any) -> dict[str, Any]:
     return {"kind": "other", "type": type(value).__qualname__}
 
 
-def describe_exception(exc: BaseException) -> dict[str, Any]:
+def describe_exception(exc: BaseException, source: str | None = None) -> dict[str, Any]:
+    """Type, base classes, message and, when `source` is given, the learner's own frames: where in their
+    file the exception passed, innermost last (frames of torch or the standard library are left out)."""
     names = [cls.__name__ for cls in type(exc).__mro__]
-    return {"type": type(exc).__name__, "bases": names, "message": str(exc)[:500]}
+    described: dict[str, Any] = {"type": type(exc).__name__, "bases": names, "message": str(exc)[:500]}
+    if source is not None:
+        try:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == source]
+        except Exception:  # noqa: BLE001 - a traceback the learner tampered with is left out, not fatal
+            frames = []
+        described["where"] = "; ".join(f"line {f.lineno} in {f.name}: {(f.line or '').strip()[:120]}"
+                                       for f in frames[-3:])[:600]
+    return described
+
+
+def own_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy with a storage of its own and the same size, strides and offset (a non-contiguous view stays one).
+
+    The calls of one request arrive in one frame, where tensors two calls share also share storage: without a
+    copy, a function that modifies an input in place would change what a later call sees.
+    """
+    copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    copy.set_(tensor.untyped_storage().clone(), tensor.storage_offset(), tensor.size(), tensor.stride())
+    return copy
 
 
 def _prepare_inputs(kwargs: Mapping[str, Any], requires_grad: list[str]) -> dict[str, Any]:
-    inputs = dict(kwargs)
+    inputs = {name: own_copy(value) if type(value) is torch.Tensor else value for name, value in kwargs.items()}
     for name in requires_grad:
         inputs[name] = inputs[name].detach().requires_grad_(True)
     return inputs
@@ -114,14 +136,17 @@ def observe_call(
     kwargs: Mapping[str, Any],
     requires_grad: list[str],
     backward: bool,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    """Call `function(**kwargs)` and record what came back, what backward gave, and the inputs after."""
+    """Call `function(**kwargs)` and record what came back, what backward gave, and the inputs after.
+
+    `source` names the learner's file, whose frames an exception's description then lists."""
     inputs = _prepare_inputs(kwargs, requires_grad)
     observation: dict[str, Any] = {}
     try:
         output = function(**inputs)
     except BaseException as exc:  # noqa: BLE001 - SystemExit from learner code is an observation too
-        observation["raised"] = describe_exception(exc)
+        observation["raised"] = describe_exception(exc, source)
     else:
         observation["output"] = describe(output)
         if backward:

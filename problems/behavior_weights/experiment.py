@@ -1,9 +1,9 @@
 """T3 toy experiment for behavior_weights: bias and spread of capped weights, and endpoints in bfloat16.
 
-The worker imports this module next to UNTRUSTED learner code and calls ``run(behavior_weights=...)``
-with either the learner's function or the reference's. It therefore imports only torch and the standard
-library, calls the given function by keyword, and returns plain detached float64 series; the trusted
-judge compares them.
+The judge runs each part of `PARTS` as `part(rng, behavior_weights=...)`, with either the learner's function
+(each call answered by the sandboxed learner process) or the reference's, and compares the float64 series the
+parts return. `rng` is seeded by the grading seed: the categorical's distributions and the bfloat16 log-ratios
+change from seed to seed, so no series can be replayed from another seed's run.
 
 Series labelled ``is_*`` (raw importance sampling) and ``bf16_*_unrounded`` / ``bf16_*_strict`` come from
 private helpers below, never from the given function, so they are fixed baselines for every submission.
@@ -22,14 +22,12 @@ DTYPE = torch.float64
 
 # ---------------------------------------------------------------- an 8-way categorical at one prefix
 # q samples the tokens (the rollout engine), p0 is the trainer's distribution the update should follow,
-# f is any per-action quantity whose p0-expectation the weighted q-samples estimate.
-Q = (0.16, 0.14, 0.13, 0.13, 0.12, 0.12, 0.11, 0.09)
-P0 = (0.01, 0.02, 0.04, 0.08, 0.12, 0.17, 0.21, 0.35)
-F = (1.0, 0.5, -0.5, 0.2, -1.0, 0.8, 1.2, 2.0)
-CAPS = tuple(1.0 + 0.1 * k for k in range(51))  # U in [1, 6]; no ratio p0/q or q/p0 sits on a grid point
+# f is any per-action quantity whose p0-expectation the weighted q-samples estimate. All three are drawn per
+# seed: q nearly flat, p0 skewed, so that the ratios p0/q spread over [0.05, 3] or so.
+ACTIONS = 8
+CAPS = tuple(1.0 + 0.1 * k for k in range(51))  # U in [1, 6]; random ratios sit on a grid point with probability 0
 
 # ---------------------------------------------------------------- bfloat16 endpoints
-BF16_SEED = 20260204
 BF16_STEPS = 20
 BF16_SHAPE = (50, 100)  # 5000 tokens per step, 10^5 in all
 BF16_SPREAD = 0.4  # log-ratios uniform in [-0.4, 0.4]
@@ -64,9 +62,11 @@ def _checked(result: object, shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
 # ---------------------------------------------------------------- bias and spread over caps
 
 
-def _categorical() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def _categorical(rng: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """q, p0, f as [8] and the function's inputs: [8, 2] log-probabilities whose column 1 is NaN padding."""
-    q, p0, f = (torch.tensor(v, dtype=DTYPE) for v in (Q, P0, F))
+    q = torch.softmax(torch.randn(ACTIONS, generator=rng, dtype=DTYPE) * 0.2, dim=0)  # [8]
+    p0 = torch.softmax(torch.randn(ACTIONS, generator=rng, dtype=DTYPE) * 1.2, dim=0)  # [8]
+    f = torch.randn(ACTIONS, generator=rng, dtype=DTYPE)  # [8]
     padding = torch.full((8, 1), math.nan, dtype=DTYPE)
     train_logp = torch.cat([torch.log(p0)[:, None], padding], dim=1)  # [8, 2]
     rollout_logp = torch.cat([torch.log(q)[:, None], padding], dim=1)  # [8, 2]
@@ -81,8 +81,9 @@ def _moments(q: Tensor, p0: Tensor, f: Tensor, w: Tensor) -> tuple[float, float]
     return float(bias), math.sqrt(max(float(variance), 0.0))
 
 
-def _cap_sweep(behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
-    q, p0, f, train_logp, rollout_logp = _categorical()
+def cap_sweep(rng: torch.Generator, behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
+    """Bias and spread of TIS- and ICE-POP-weighted estimates of E_p0[f] from q-samples, as the cap U grows."""
+    q, p0, f, train_logp, rollout_logp = _categorical(rng)
     mask = torch.tensor([[True, False]] * 8)  # [8, 2]
     raw = torch.exp(train_logp[:, 0] - rollout_logp[:, 0])  # [8], plain importance ratios
     is_bias, is_std = _moments(q, p0, f, raw)
@@ -105,10 +106,9 @@ def _cap_sweep(behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
 # ---------------------------------------------------------------- bfloat16: ratios that land on a bound
 
 
-def _bf16_log_ratios() -> Tensor:
-    g = torch.Generator().manual_seed(BF16_SEED)
+def _bf16_log_ratios(rng: torch.Generator) -> Tensor:
     count = BF16_STEPS * BF16_SHAPE[0] * BF16_SHAPE[1]
-    uniform = torch.rand(count, generator=g, dtype=DTYPE) * (2 * BF16_SPREAD) - BF16_SPREAD
+    uniform = torch.rand(count, generator=rng, dtype=DTYPE) * (2 * BF16_SPREAD) - BF16_SPREAD
     return uniform.to(torch.bfloat16).reshape(BF16_STEPS, *BF16_SHAPE)  # [S, B, L]
 
 
@@ -120,9 +120,10 @@ def _on_bound_share(kept: Tensor, weights: Tensor, rho: Tensor) -> float:
     return int(on_bound.sum()) / max(1, int(kept.sum()))
 
 
-def _bf16_endpoints(behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
+def bf16_endpoints(rng: torch.Generator, behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
+    """How many kept bfloat16 ratios sit exactly on a rounded bound, step by step."""
     learner, unrounded = [], []
-    for log_ratio in _bf16_log_ratios():
+    for log_ratio in _bf16_log_ratios(rng):
         rollout_logp = torch.zeros_like(log_ratio)  # [B, L]
         mask = torch.ones(log_ratio.shape, dtype=torch.bool)
         rho = torch.exp(log_ratio)  # [B, L] bfloat16, what the function sees
@@ -145,6 +146,4 @@ def _bf16_endpoints(behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
 # ---------------------------------------------------------------- entry point
 
 
-def run(behavior_weights: Callable[..., Any]) -> dict[str, Tensor]:
-    """Run both toys with the given function and return named 1-D float64 series for the judge."""
-    return {**_cap_sweep(behavior_weights), **_bf16_endpoints(behavior_weights)}
+PARTS = (cap_sweep, bf16_endpoints)

@@ -1,9 +1,10 @@
 """T3 toy experiment for glm5_offpolicy: a ratio sweep and a stale two-action bandit.
 
-The worker imports this module next to UNTRUSTED learner code and calls
-``run(masked_is_weights=..., offpolicy_loss=...)`` with either the learner's pair or the
-reference's. It therefore imports only torch and the standard library, calls the given
-functions by keyword, and returns plain detached float64 series; the trusted judge compares them.
+The judge runs each part of `PARTS` as `part(rng, masked_is_weights=..., offpolicy_loss=...)`, with either
+the learner's functions (each call answered by the sandboxed learner process) or the reference's, and
+compares the float64 series the parts return. `rng` is seeded by the grading seed: the sweep's ratios and
+rollout log-probabilities and the bandit's starting policy change from seed to seed, so no series can be
+replayed from another seed's run.
 
 The bandit curves labelled uncorrected, clamped and on-policy use private helpers below, never
 the given functions, so they are identical for every submission and serve as fixed baselines.
@@ -21,8 +22,7 @@ DTYPE = torch.float64
 CLIP_LOW = 0.2
 CLIP_HIGH = 0.2
 
-SWEEP_POINTS = 401  # linspace(0.5, 1.5, 401) puts grid points 120 and 280 on 0.8 and 1.2
-SWEEP_ROLLOUT_LOGP = -1.0
+SWEEP_POINTS = 401
 
 BANDIT_RESPONSES = 64
 BANDIT_UPDATES = 50
@@ -77,11 +77,20 @@ def _grad_or_zeros(leaf: Tensor) -> Tensor:
 # ---------------------------------------------------------------- ratio sweep
 
 
-def _ratio_sweep(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+def _sweep_ratios(rng: torch.Generator, n: int) -> Tensor:
+    """n sorted ratios over [0.5, 1.5] at random places, two of them exactly on the bounds 0.8 and 1.2."""
+    inner = torch.rand(n - 2, generator=rng, dtype=DTYPE) * 1.0 + 0.5  # [N - 2]
+    bounds = torch.tensor([1.0 - CLIP_LOW, 1.0 + CLIP_HIGH], dtype=DTYPE)
+    return torch.cat([inner, bounds]).sort().values  # [N]
+
+
+def ratio_sweep(rng: torch.Generator, masked_is_weights: Callable[..., Any],
+                offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+    """Weights and the loss's gradient for one token per row, across ratios on both sides of the interval."""
     n = SWEEP_POINTS
-    target_ratio = torch.linspace(0.5, 1.5, n, dtype=DTYPE)  # [N]
-    rollout_logp = torch.full((n, 1), SWEEP_ROLLOUT_LOGP, dtype=DTYPE)  # [N, 1]
-    logp = (SWEEP_ROLLOUT_LOGP + torch.log(target_ratio)).reshape(n, 1).requires_grad_(True)  # [N, 1]
+    target_ratio = _sweep_ratios(rng, n)  # [N]
+    rollout_logp = -(torch.rand((n, 1), generator=rng, dtype=DTYPE) * 3 + 0.1)  # [N, 1]
+    logp = (rollout_logp + torch.log(target_ratio).reshape(n, 1)).requires_grad_(True)  # [N, 1]
     advantages = torch.ones(n, dtype=DTYPE)  # [N]
     mask = torch.ones((n, 1), dtype=torch.bool)  # [N, 1]
 
@@ -148,9 +157,10 @@ StepLoss = Callable[[Tensor, _Rollout], Tensor]
 Observer = Callable[[Tensor, _Rollout], float]
 
 
-def _run_bandit(step_loss: StepLoss, refresh_every: int, observe: Observer | None = None) -> tuple[Tensor, Tensor]:
-    """SGD on theta from zero; returns pi(action 0) per step [U + 1] and observations [U]."""
-    theta = torch.zeros(2, dtype=DTYPE, requires_grad=True)
+def _run_bandit(theta0: Tensor, step_loss: StepLoss, refresh_every: int,
+                observe: Observer | None = None) -> tuple[Tensor, Tensor]:
+    """SGD on theta from theta0; returns pi(action 0) per step [U + 1] and observations [U]."""
+    theta = theta0.clone().requires_grad_(True)
     pi0_trace: list[float] = []
     observations: list[float] = []
     rollout = _collect_rollout(theta)
@@ -188,12 +198,13 @@ def _fixed_loss(logp: Tensor, rollout: _Rollout, rule: FixedRule) -> Tensor:
     return -(coeff * safe_logp).sum() / valid.sum().clamp(min=1).to(DTYPE)
 
 
-def _fixed_trajectory(rule: FixedRule, refresh_every: int) -> Tensor:
-    pi0, _ = _run_bandit(lambda logp, rollout: _fixed_loss(logp, rollout, rule), refresh_every)
+def _fixed_trajectory(theta0: Tensor, rule: FixedRule, refresh_every: int) -> Tensor:
+    pi0, _ = _run_bandit(theta0, lambda logp, rollout: _fixed_loss(logp, rollout, rule), refresh_every)
     return pi0
 
 
-def _learner_bandit(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> tuple[Tensor, Tensor]:
+def _learner_bandit(theta0: Tensor, masked_is_weights: Callable[..., Any],
+                    offpolicy_loss: Callable[..., Any]) -> tuple[Tensor, Tensor]:
     def step_loss(logp: Tensor, rollout: _Rollout) -> Tensor:
         loss = offpolicy_loss(
             logp=logp,
@@ -214,27 +225,27 @@ def _learner_bandit(masked_is_weights: Callable[..., Any], offpolicy_loss: Calla
         rejected = int((weights.detach()[valid] == 0).sum())
         return rejected / int(valid.sum())
 
-    return _run_bandit(step_loss, STALE_REFRESH_EVERY, observe=rejected_fraction)
+    return _run_bandit(theta0, step_loss, STALE_REFRESH_EVERY, observe=rejected_fraction)
 
 
-def _stale_bandit(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+def stale_bandit(rng: torch.Generator, masked_is_weights: Callable[..., Any],
+                 offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
+    """SGD on a two-action bandit whose rollouts are refreshed every few updates, from a random start."""
     steps = BANDIT_UPDATES + 1
-    learner_pi0, rejected = _learner_bandit(masked_is_weights, offpolicy_loss)
+    theta0 = torch.randn(2, generator=rng, dtype=DTYPE) * 0.5  # [2]
+    learner_pi0, rejected = _learner_bandit(theta0, masked_is_weights, offpolicy_loss)
     return {
         "bandit_step": torch.arange(steps, dtype=DTYPE),
         "bandit_update": torch.arange(BANDIT_UPDATES, dtype=DTYPE),
         "bandit_pi_learner": _as_series("bandit_pi_learner", learner_pi0, steps),
         "bandit_rejected_fraction": _as_series("bandit_rejected_fraction", rejected, BANDIT_UPDATES),
-        "bandit_pi_uncorrected": _fixed_trajectory("uncorrected", STALE_REFRESH_EVERY),
-        "bandit_pi_clamped": _fixed_trajectory("clamped", STALE_REFRESH_EVERY),
+        "bandit_pi_uncorrected": _fixed_trajectory(theta0, "uncorrected", STALE_REFRESH_EVERY),
+        "bandit_pi_clamped": _fixed_trajectory(theta0, "clamped", STALE_REFRESH_EVERY),
         # Refreshing before every update makes rollout = current policy, so every ratio is 1.
-        "bandit_pi_onpolicy": _fixed_trajectory("strict", 1),
+        "bandit_pi_onpolicy": _fixed_trajectory(theta0, "strict", 1),
     }
 
 
 # ---------------------------------------------------------------- entry point
 
-
-def run(masked_is_weights: Callable[..., Any], offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
-    """Run both toys with the given pair and return named 1-D float64 series for the judge."""
-    return {**_ratio_sweep(masked_is_weights, offpolicy_loss), **_stale_bandit(masked_is_weights, offpolicy_loss)}
+PARTS = (ratio_sweep, stale_bandit)

@@ -1,9 +1,10 @@
 """T3 toy experiment for grpo_advantages: the expected policy-gradient scale of a two-action bandit.
 
-The worker imports this module next to UNTRUSTED learner code and calls ``run(grpo_advantages=...)`` with
-either the learner's function or the reference's. It therefore imports only torch and the standard
-library, calls the given function by keyword, and returns plain detached float64 series; the trusted
-judge compares them.
+The judge runs each part of `PARTS` as `part(rng, grpo_advantages=...)`, with either the learner's function
+(each call answered by the sandboxed learner process) or the reference's, and compares the float64 series the
+parts return. `rng` is seeded by the grading seed: the reward values (an affine map of success and failure) and
+the order of the samples in each group change from seed to seed, so no call can be answered from another
+seed's run; S(p) does not depend on either.
 
 One prompt, two actions: action 1 succeeds (reward 1) with probability p, action 0 fails (reward 0).
 With theta the logit of action 1, the score of a sample is s = d log pi / d theta = 1 - p for a success
@@ -37,11 +38,18 @@ def _success_p() -> Tensor:
     return torch.arange(1, P_STEPS, dtype=DTYPE) / P_STEPS  # [P]; division keeps k / 100 correctly rounded
 
 
-def _outcomes(group_size: int) -> Tensor:
-    """[G + 1, G]: row k holds k successes (reward 1) followed by G - k failures (reward 0)."""
+def _outcomes(group_size: int, rng: torch.Generator) -> Tensor:
+    """[G + 1, G]: row k holds k successes (1) and G - k failures (0), in a random order."""
     k = torch.arange(group_size + 1)[:, None]  # [G + 1, 1]
-    position = torch.arange(group_size)[None, :]  # [1, G]
-    return (position < k).to(DTYPE)
+    order = torch.rand((group_size + 1, group_size), generator=rng).argsort(dim=1)  # [G + 1, G]
+    return (order < k).to(DTYPE)
+
+
+def _reward_map(rng: torch.Generator) -> tuple[float, float]:
+    """(failure reward, success - failure gap): advantages are the same up to the gap's scale."""
+    failure = float(torch.rand((), generator=rng, dtype=DTYPE)) - 1.0  # in [-1, 0)
+    gap = 0.5 + 1.5 * float(torch.rand((), generator=rng, dtype=DTYPE))  # in [0.5, 2)
+    return failure, gap
 
 
 def _checked(value: object, numel: int) -> Tensor:
@@ -69,21 +77,27 @@ def _scale_curve(advantages: Tensor, outcomes: Tensor, p: Tensor) -> Tensor:
     return (weights * estimate).sum(dim=1) / (p * (1 - p))  # [P]
 
 
-def _learner_curve(grpo_advantages: Callable[..., Any], group_size: int, std_normalize: bool, p: Tensor) -> Tensor:
-    outcomes = _outcomes(group_size)  # [G + 1, G]
-    rewards = outcomes.reshape(-1)  # [(G + 1) * G], groups laid out contiguously
+def _learner_curve(grpo_advantages: Callable[..., Any], group_size: int, std_normalize: bool, p: Tensor,
+                   rng: torch.Generator) -> Tensor:
+    outcomes = _outcomes(group_size, rng)  # [G + 1, G]
+    failure, gap = _reward_map(rng)
+    rewards = (failure + gap * outcomes).reshape(-1)  # [(G + 1) * G], groups laid out contiguously
     advantages = grpo_advantages(rewards=rewards.clone(), group_size=group_size, std_normalize=std_normalize,
                                  eps=EPS, unbiased=False)
     advantages = _checked(advantages, rewards.numel()).reshape(group_size + 1, group_size)
-    return _scale_curve(advantages, outcomes, p)
+    # centred advantages carry the reward gap; dividing it out keeps S(p) in units of a 0/1 reward
+    return _scale_curve(advantages if std_normalize else advantages / gap, outcomes, p)
 
 
-def run(grpo_advantages: Callable[..., Any]) -> dict[str, Tensor]:
+def scale_curves(rng: torch.Generator, grpo_advantages: Callable[..., Any]) -> dict[str, Tensor]:
     """Return p, S(p) with and without std normalization for each G, and the flat line 1 - 1/G."""
     p = _success_p()
     series = {"success_p": p}
     for group_size in GROUP_SIZES:
-        series[f"scale_std_g{group_size}"] = _learner_curve(grpo_advantages, group_size, True, p)
-        series[f"scale_centred_g{group_size}"] = _learner_curve(grpo_advantages, group_size, False, p)
+        series[f"scale_std_g{group_size}"] = _learner_curve(grpo_advantages, group_size, True, p, rng)
+        series[f"scale_centred_g{group_size}"] = _learner_curve(grpo_advantages, group_size, False, p, rng)
         series[f"scale_theory_g{group_size}"] = torch.full_like(p, 1.0 - 1.0 / group_size)
     return series
+
+
+PARTS = (scale_curves,)
