@@ -1,21 +1,68 @@
 # PaperLeet: `make grade` grades every submission; `make test` runs the harness's own tests.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 PROBLEMS := $(notdir $(patsubst %/problem.toml,%,$(wildcard problems/*/problem.toml)))
 JOBS ?= 0
 
-.PHONY: setup grade test previews validate bench lint clean
+# torch: TORCH=cpu (the default) takes the CPU build from PyTorch's own index, TORCH=cuda whatever the configured
+# index offers (the CUDA build on Linux, several GB). Torch alone is installed with --index-url, so no other index
+# can shadow it or what it pulls in; numpy and the rest then come from the configured index, as usual. When
+# PyTorch's index is out of reach (offline, a mirror only), torch comes from the configured index instead.
+TORCH ?= cpu
+TORCH_VERSION := 2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# true when $(TORCH_INDEX) answers within 5 s; no retries, so an unreachable index costs seconds, not minutes
+INDEX_REACHABLE = $(PY) -c 'import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1].rstrip("/") + "/torch/", method="HEAD"), timeout=5)' '$(TORCH_INDEX)' 2>/dev/null
+# true when the installed torch is the build TORCH asks for (a CPU build has no CUDA version)
+TORCH_MATCHES = $(PY) -c 'import sys, torch; sys.exit((torch.version.cuda is None) != (sys.argv[1] == "cpu"))' '$(TORCH)' 2>/dev/null
+
+ifeq ($(filter $(TORCH),cpu cuda),)
+$(error TORCH=$(TORCH): expected TORCH=cpu (the default) or TORCH=cuda)
+endif
+# JOBS is checked before any work: a whole number of submissions graded at once, 0 for one per CPU
+ifneq ($(words $(JOBS)) $(shell printf '%s' '$(subst ','',$(JOBS))' | tr -d 0-9),1 )
+$(error JOBS=$(JOBS): expected a whole number of submissions graded at once (0: one per CPU))
+endif
+# the stamp records the torch build installed: asking for the other one installs again
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH))
+.PHONY: $(STAMP)
+endif
+
+.PHONY: setup torch grade test previews validate bench lint clean
 
 setup: $(STAMP)
 
+# the other build, if installed, goes first: pip would take it as satisfying torch==$(TORCH_VERSION)
+ifeq ($(TORCH),cuda)
+define install_torch
+$(TORCH_MATCHES) || $(PIP) uninstall --quiet --yes torch 2>/dev/null || true
+$(PIP) install --quiet torch==$(TORCH_VERSION)
+endef
+else
+define install_torch
+$(TORCH_MATCHES) || $(PIP) uninstall --quiet --yes torch 2>/dev/null || true
+if $(INDEX_REACHABLE); then \
+  $(PIP) install --quiet torch==$(TORCH_VERSION) --index-url $(TORCH_INDEX); \
+else \
+  echo "setup: $(TORCH_INDEX) is out of reach; installing torch $(TORCH_VERSION) from the configured index"; \
+  $(PIP) install --quiet torch==$(TORCH_VERSION); \
+fi
+endef
+endif
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(PIP) install --quiet --upgrade pip
+	$(install_torch)
+	$(PIP) install --quiet numpy -e '.[dev]'
+	echo $(TORCH) > $(STAMP)
+
+# torch alone, into an existing $(VENV): `make torch TORCH=cuda` switches builds
+torch:
+	$(install_torch)
 
 previews: setup
 	for p in $(PROBLEMS); do $(PY) -m grader previews --problem $$p || exit $$?; done

@@ -13,8 +13,8 @@ from .cases import Call
 from .compare import Mismatch, compare_tensors
 from .diagnosis import Misconception, follow_through
 from .experiment import CallFailed, PartResult
-from .observation import Outcome, judge_case, same_as
-from .report import CheckResult
+from .observation import Outcome, input_context, judge_case, same_as
+from .report import CheckResult, round_score
 from .spec import CheckSpec, FunctionSpec, Tolerance
 from .verdicts import Verdict
 
@@ -127,7 +127,7 @@ class Tally:
             message = f"{head}First failure, case '{first.label}': {evidence.message}{note}"
             shown = evidence.learner_message if first.hidden else evidence.message
             learner = f"{head}First failure, case '{first.label}': {shown}{note}"
-        score = round(check.points * passed / total, 6) if total else 0.0
+        score = round_score(check.points * passed / total) if total else 0.0
         return CheckResult(
             id=check.id, title=check.title, verdict=verdict, score=score, max_score=check.points,
             message=message, learner_message=learner, duration_s=round(duration_s, 4),
@@ -224,8 +224,11 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
             outcome = Outcome(got.verdict, failure_evidence(got))
             tainted = got.tainted
         else:
+            spec = next((f for f in ctx.functions() if f.name == call.function), None)
+            context = None if call.hidden or spec is None else input_context(call.kwargs, spec.mask_param,
+                                                                               spec.group_param)
             outcome = judge_case(call.function, call.kwargs, got, ctx.expected(check, index, call), check.compare,
-                                 ctx.tolerances())
+                                 ctx.tolerances(), context)
             tainted = bool(got.get("tainted"))
         explained = () if outcome.verdict == Verdict.PASS or isinstance(got, LearnerFailure) else tuple(
             mid for mid, theirs in ctx.misconception_observations(check, index).items()
@@ -255,16 +258,17 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
     outcomes = []
     for name in check.series:
         value = produced.get(name)
-        if value is None and failures:
-            failed = next(iter(failures.values())) if len(failures) == 1 else _failure_for(name, failures, ctx)
-            outcome = Outcome(failed.verdict, Mismatch.of(failed.message))
-        elif value is None:
-            outcome = Outcome(Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
+        if value is None:
+            failed = _failure_for(name, failures, ctx) if failures else None
+            outcome = Outcome(failed.verdict, Mismatch.of(failed.message)) if failed else Outcome(
+                Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
+            # a misreading whose own toy cannot make this series either explains its absence
+            explained = tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
         else:
             mismatch = compare_tensors(name, value, want[name], tol)
             outcome = Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)
-        outcomes.append(CaseOutcome(name, False, outcome, explained_by=_series_explained(ctx, name, value, tol)
-                                    if outcome.verdict != Verdict.PASS and value is not None else ()))
+            explained = () if mismatch is None else _series_explained(ctx, name, value, tol)
+        outcomes.append(CaseOutcome(name, False, outcome, explained_by=explained))
     return Tally(outcomes)
 
 
@@ -275,6 +279,5 @@ def _series_explained(ctx: Context, name: str, value: torch.Tensor, tol: Toleran
 
 
 def _failure_for(series: str, failures: dict[str, CallFailed], ctx: Context) -> CallFailed:
-    """The failure of the part that makes `series`: the reference's run says which part that is."""
-    owner = ctx.series_part(series)
-    return failures.get(owner) or next(iter(failures.values()))
+    """The failure of the part that makes `series` (the reference's run says which part that is)."""
+    return failures.get(ctx.series_part(series)) or next(iter(failures.values()))

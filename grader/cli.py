@@ -4,11 +4,60 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+from typing import NoReturn
 
 from .verdicts import ExitCode
 
-EPILOG = "exit codes: " + ", ".join(f"{code.value} {code.name.lower()}" for code in ExitCode)
+STARTED = time.monotonic()  # as near the process's start as this package gets: a command's wall time counts from here
+
+MEANINGS = {
+    ExitCode.OK: "grading finished, whatever the scores",
+    ExitCode.VALIDATION_FAILED: "validate: the reference or a known-wrong solution did not behave as declared",
+    ExitCode.JUDGE_ERROR: "the grader itself failed; a report with status or verdict judge_error says where",
+    ExitCode.USAGE: "unknown problem, missing file or folder, bad option or limit, or a Python without the "
+                    "grader's packages",
+    ExitCode.IMPORT_FAILED: "grade: the submission could not be imported (import_error, import_timeout, "
+                            "import_crashed)",
+    ExitCode.BELOW_FAIL_UNDER: "--fail-under SCORE: a submission scored below SCORE",
+}
+EPILOG = "exit codes:\n" + "\n".join(f"  {code.value} {code.name.lower()}: {MEANINGS[code]}" for code in ExitCode)
+# what to run instead when this interpreter lacks a package the grader needs
+SETUP_HINT = "run the grader with the project's environment, `.venv/bin/python -m grader ...` (`make setup` creates it)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on the documented exit code rather than its own 2."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+
+
+def count(text: str) -> int:
+    """A whole number >= 0 (0: one per CPU)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of points, got {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected 0 or more points, got {text}")
+    return value
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:
@@ -24,8 +73,42 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-processes", type=int, metavar="N")
 
 
+def _follow_through(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-follow-through", dest="follow_through", action="store_false", default=None,
+                        help="charge a diagnosed misreading in every check it fails, not only in the checks that own "
+                             "it (default: the problem's `follow_through`)")
+
+
+def _fail_under(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fail-under", type=score, metavar="SCORE", help="exit 6 when a submission scores below "
+                        "SCORE points (a file that does not import scores 0)")
+
+
+def limit_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the limits given on the command line, in one line naming the option; None if nothing.
+
+    Every limit has the same bounds whatever the problem, so they are checked before any work starts."""
+    from pydantic import ValidationError
+
+    from .launch import LIMIT_FIELDS
+    from .spec import Limits
+
+    given = {field: getattr(args, name) for name, field in LIMIT_FIELDS.items() if getattr(args, name) is not None}
+    try:
+        Limits.model_validate({**Limits().model_dump(), **given})
+    except ValidationError as exc:
+        options = {field: name for name, field in LIMIT_FIELDS.items()}
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            option = "--" + options.get(field, field).replace("_", "-")
+            problems.append(f"{option} {error.get('input')}: {error['msg'].lower()}")
+        return "; ".join(problems)
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="paperleet", description="Grade PyTorch implementations of paper "
+    parser = Parser(prog="paperleet", description="Grade PyTorch implementations of paper "
                                      "equations against a hidden reference.", epilog=EPILOG)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -36,26 +119,34 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--seed", type=int, help="grading seed (default: the problem's hidden seed)")
     grade.add_argument("--gradescope", type=Path, metavar="PATH", help="also write Gradescope's results.json here")
     grade.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML here")
+    _follow_through(grade)
+    _fail_under(grade)
     _limit_options(grade)
 
     grade_all = commands.add_parser("grade-all", help="grade every *.py in a folder", epilog=EPILOG)
     grade_all.add_argument("--problem", required=True)
     grade_all.add_argument("--submissions", type=Path, help="default submissions/ID/")
     grade_all.add_argument("--out", type=Path, help="default artifacts/ID/")
-    grade_all.add_argument("--jobs", type=int, default=0, help="parallel workers (default: CPU count)")
+    grade_all.add_argument("--jobs", type=count, default=0, help="parallel workers (default: CPU count)")
     grade_all.add_argument("--seed", type=int)
+    _follow_through(grade_all)
     grade_all.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices (K from 0) of the "
                            "submissions sorted by name; then `merge` the shards' --out folders")
+    grade_all.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML here, one testsuite "
+                           "per submission")
+    _fail_under(grade_all)
     _limit_options(grade_all)
 
     previews = commands.add_parser("previews", help="draw the reference's T3 plots", epilog=EPILOG)
     previews.add_argument("--problem", required=True)
     previews.add_argument("--out", type=Path, help="default artifacts/previews/ID/")
+    previews.add_argument("--force", action="store_true", help="draw them even if the problem and the plotting "
+                          "code are unchanged since they were drawn")
 
     validate = commands.add_parser("validate", help="prove the checks against the reference and known-wrong "
                                    "solutions", epilog=EPILOG)
     validate.add_argument("--problem", required=True)
-    validate.add_argument("--jobs", type=int, default=0)
+    validate.add_argument("--jobs", type=count, default=0)
 
     gradescope = commands.add_parser("gradescope-zip", help="build a Gradescope autograder zip", epilog=EPILOG)
     gradescope.add_argument("--problem", required=True)
@@ -70,6 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
                                "and a `check` command", epilog=EPILOG)
     pack.add_argument("--problem", required=True)
     pack.add_argument("--out", type=Path, help="default artifacts/learner/ID.zip")
+
+    watch = commands.add_parser("watch", help="grade a file again each time it is saved, until Ctrl-C",
+                                epilog=EPILOG)
+    watch.add_argument("file", type=Path)
+    watch.add_argument("--problem", required=True)
+    watch.add_argument("--out", type=Path, help="report folder, rewritten after each save (default: as grade's)")
+    watch.add_argument("--seed", type=int, help="grading seed (default: the problem's hidden seed)")
+    watch.add_argument("--debounce", type=float, metavar="S", help="seconds a save must stay unchanged before "
+                       "its grade is shown (default 0.2)")
+    _limit_options(watch)
     return parser
 
 
@@ -91,6 +192,20 @@ def early_launch(args: argparse.Namespace) -> object | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.started = STARTED if argv is None else time.monotonic()
+    try:
+        return _run(args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] in ("grader", ""):
+            raise
+        print(f"paperleet: this Python ({sys.executable}) has no module {exc.name!r}; {SETUP_HINT}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if hasattr(args, "call_timeout") and (problem := limit_error(args)) is not None:
+        print(f"paperleet: {problem}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     if args.command == "grade":
         args.launched = early_launch(args)
     from . import commands  # noqa: PLC0415 - keeps `--help` free of torch's import time

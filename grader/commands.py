@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import importlib.metadata
 import io
 import os
-import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from .containment import judge_error_report, tell_instructor
 from .expectations import Expectations
-from .exports import write_exports
+from .exports import class_junit_xml, gradescope_refusal, write_exports
 from .judge import Graded, grade
-from .launch import limits_from
+from .launch import Launched, limits_from
 from .pages import write_dashboard, write_report_page
-from .plots import PlotJob, draw
+from .plots import PlotJob, draw, preview_file, series_tolerances
 from .problem import PROJECT_ROOT, Problem
-from .report import Report, write_atomic, write_report
+from .report import Report, reproduce_command, round_score, write_atomic, write_report
 from .shards import Shard, ShardError, merge, parse_shard
 from .spec import Limits
 from .summary import grading_progress, print_class_table, print_report
+from .text import clean_line, csv_cell, submission_folder
 from .validate import run_validation
 from .verdicts import ExitCode, Status, Verdict
 from .zygote import Zygote
@@ -36,12 +42,34 @@ def artifacts_dir() -> Path:
     return Path(os.environ.get("PAPERLEET_ARTIFACTS", PROJECT_ROOT / "artifacts"))
 
 
-def start_plots(problem: Problem, out_dir: Path) -> PlotJob:
+@dataclass(frozen=True)
+class PlotInputs:
+    """What a learner's plots are drawn against: the reference's series for the grading seed (overlaid) and for
+    the public seed (the preview drawn beside each plot with the same limits)."""
+
+    reference: dict[str, torch.Tensor] | None = None
+    preview: dict[str, torch.Tensor] | None = None
+
+
+def plot_inputs(problem: Problem, expectations: Expectations) -> PlotInputs:
+    if not problem.spec.plots:
+        return PlotInputs()
+    # both come from the reference (the grading seed's is computed for the T3 checks anyway)
+    public = Expectations(problem, problem.spec.public_seed)
+    preview = public.series()
+    public.persist()  # the next grade reads the public seed's series rather than running the toy again
+    return PlotInputs(expectations.series(), preview)
+
+
+def start_plots(problem: Problem, out_dir: Path, inputs: PlotInputs | None = None) -> PlotJob:
     """Clear the previous run's plots and start drawing this run's as soon as its series arrive."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for plot in problem.spec.plots:
         (out_dir / plot.file).unlink(missing_ok=True)
-    return PlotJob(problem.spec.plots, out_dir, note="drawn from your functions")
+        (out_dir / preview_file(plot.file)).unlink(missing_ok=True)
+    inputs = inputs or PlotInputs()
+    return PlotJob(problem.spec.plots, out_dir, note="drawn from your functions", reference=inputs.reference,
+                   preview=inputs.preview, tolerances=series_tolerances(problem.spec.checks))
 
 
 def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJob | None = None) -> Report:
@@ -51,6 +79,8 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
     plots = plots or start_plots(problem, out_dir)
     plots.submit(graded.series)
     report.artifacts = plots.result()
+    if plots.notes():  # a plot that could not be drawn is missing, with its reason; the grade stands
+        report.message = " ".join(filter(None, [report.message, plots.notes()]))
     report.phases["plots_wait"] = round(time.perf_counter() - started, 4)
     started = time.perf_counter()
     write_report(report, out_dir / "report.json")
@@ -59,47 +89,117 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
     return report
 
 
+def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Path | None,
+               expectations: Expectations | None = None, inputs: PlotInputs | None = None,
+               zygote: Zygote | None = None, launched: Launched | None = None,
+               follow_through: bool | None = None) -> Report:
+    """Grade one file (its outputs into `out`, if given), whatever happens: a failure of the judge on this file
+    becomes its `judge_error` report, written like any other, and never reaches another file."""
+    command = _command(problem, file, seed)
+    plots = None
+    try:
+        if expectations is None:
+            expectations = Expectations(problem, seed)
+            expectations.warm()
+        if out is not None:
+            plots = start_plots(problem, out, inputs or plot_inputs(problem, expectations))
+        graded = grade(problem, file, seed, limits, expectations=expectations, zygote=zygote, command=command,
+                       launched=launched, series_sink=plots.submit if plots else None, follow_through=follow_through)
+        return write_outputs(problem, graded, out, plots) if out is not None else graded.report
+    except Exception as exc:  # noqa: BLE001 - contained to this file: the batch and its class outputs go on
+        if plots is not None:
+            plots.close()
+        tell_instructor(file, exc)
+        report = judge_error_report(problem, file, seed, exc, command)
+        if out is not None:
+            _write_contained(problem, report, out)
+        return report
+
+
+def _write_contained(problem: Problem, report: Report, out: Path) -> None:
+    """The judge_error report on disk, replacing the previous run's; then its page, if that can be drawn."""
+    for write in (lambda: write_report(report, out / "report.json"),
+                  lambda: write_report_page(problem, report, out, artifacts_dir() / "previews" / problem.id)):
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - the report in memory still reaches summary.csv and index.html
+            tell_instructor(out / report.submission, exc)
+
+
 def _command(problem: Problem, file: Path, seed: int) -> str:
-    return shlex.join(["python", "-m", "grader", "grade", str(file), "--problem", problem.id, "--seed", str(seed)])
+    return reproduce_command(problem.id, file, seed)
+
+
+def single_out(problem: Problem, file: Path) -> Path:
+    """Where `grade` writes without --out: the class folder for a file of submissions/<problem>/, a folder of its
+    own for any other file, so a file from elsewhere never replaces a learner's report that shares its stem."""
+    folder = submission_folder(file.name)
+    if file.resolve().parent == (PROJECT_ROOT / "submissions" / problem.id).resolve():
+        return artifacts_dir() / problem.id / folder
+    return artifacts_dir() / "single" / problem.id / folder
 
 
 def cmd_grade(args: argparse.Namespace) -> ExitCode:
+    launched = getattr(args, "launched", None)
+    started = getattr(args, "started", time.monotonic())
     problem = Problem(args.problem)
+    if args.file.is_dir():
+        raise UsageError(f"{args.file} is a folder; expected a Python file with your solution (to grade every file "
+                         f"of a folder: grade-all --problem {problem.id} --submissions {args.file})")
     if not args.file.is_file():
         raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
+    if args.gradescope is not None and (why := gradescope_refusal(problem.spec.checks)) is not None:
+        raise UsageError(why)
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
-    out = args.out or artifacts_dir() / problem.id / args.file.stem
-    plots = start_plots(problem, out)
-    graded = grade(problem, args.file, seed, limits_from(args, problem.spec.limits),
-                   command=_command(problem, args.file, seed), launched=getattr(args, "launched", None),
-                   series_sink=plots.submit)
-    report = write_outputs(problem, graded, out, plots)
-    write_exports(report, gradescope=args.gradescope, junit=args.junit)
+    out = args.out or single_out(problem, args.file)
+    class_dir = (artifacts_dir() / problem.id).resolve()
+    replaced = out.resolve().is_relative_to(class_dir) and (out / "report.json").is_file()
+    report = grade_into(problem, args.file, seed, limits_from(args, problem.spec.limits), out, launched=launched,
+                        follow_through=getattr(args, "follow_through", None))
+    write_exports(report, gradescope=args.gradescope, junit=args.junit, execution_s=time.monotonic() - started)
     print_report(report, out / "report.json")
-    return exit_code([report])
+    if replaced:
+        print(f"replaced the class report in {out}; {problem.id}'s summary.csv and index.html show the new grade "
+              "after the next grade-all")
+    return exit_code([report], args.fail_under, import_fails=True)
 
 
-def exit_code(reports: list[Report]) -> ExitCode:
+IMPORT_FAILURES = (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED)
+
+
+def exit_code(reports: list[Report], fail_under: float | None = None, import_fails: bool = False) -> ExitCode:
+    """The most serious outcome first: a judge error, then (for `grade`) a file that did not import, then a score
+    below `fail_under`."""
     judge_failed = any(r.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in r.checks())
                        for r in reports)
-    return ExitCode.JUDGE_ERROR if judge_failed else ExitCode.OK
+    if judge_failed:
+        return ExitCode.JUDGE_ERROR
+    if import_fails and any(r.status in IMPORT_FAILURES for r in reports):
+        return ExitCode.IMPORT_FAILED
+    if fail_under is not None and any(round_score(r.score) < fail_under for r in reports):
+        return ExitCode.BELOW_FAIL_UNDER
+    return ExitCode.OK
 
 
 def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int,
                out_of: Callable[[Path], Path] | None = None, progress: Callable[[Report], None] | None = None,
-               ) -> list[Report]:
-    expectations = Expectations(problem, seed)
-    expectations.warm()
-    # one process imports torch once and forks every worker of the batch; a single file is not worth it
-    zygote = Zygote() if len(files) > 1 else None
+               follow_through: bool | None = None) -> list[Report]:
+    """One report per file, in order, whatever any file does: see `grade_into`."""
+    zygote = None
+    try:
+        expectations = Expectations(problem, seed)
+        expectations.warm()
+        inputs = plot_inputs(problem, expectations) if out_of else PlotInputs()
+        # one process imports torch once and forks every worker of the batch; a single file is not worth it
+        zygote = Zygote() if len(files) > 1 else None
+    except Exception as exc:  # noqa: BLE001 - nothing can be graded; each file's report says why
+        return [_contained(problem, file, seed, exc, out_of, progress) for file in files]
 
     def one(file: Path) -> Report:
-        plots = start_plots(problem, out_of(file)) if out_of else None
-        graded = grade(problem, file, seed, limits, expectations=expectations, zygote=zygote,
-                       command=_command(problem, file, seed), series_sink=plots.submit if plots else None)
-        report = write_outputs(problem, graded, out_of(file), plots) if out_of else graded.report
-        if progress:
-            progress(report)
+        out = out_of(file) if out_of else None
+        report = grade_into(problem, file, seed, limits, out, expectations, inputs, zygote,
+                            follow_through=follow_through)
+        _advance(progress, report)
         return report
 
     try:
@@ -110,24 +210,64 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
             zygote.close()
 
 
+def _contained(problem: Problem, file: Path, seed: int, exc: Exception, out_of: Callable[[Path], Path] | None,
+               progress: Callable[[Report], None] | None) -> Report:
+    tell_instructor(file, exc)
+    report = judge_error_report(problem, file, seed, exc, _command(problem, file, seed))
+    if out_of is not None:
+        _write_contained(problem, report, out_of(file))
+    _advance(progress, report)
+    return report
+
+
+def _advance(progress: Callable[[Report], None] | None, report: Report) -> None:
+    if progress is None:
+        return
+    try:
+        progress(report)
+    except Exception as exc:  # noqa: BLE001 - a progress bar that fails costs the bar, not the grade
+        tell_instructor(Path(report.submission), exc)
+
+
 def write_summary(reports: list[Report], path: Path) -> None:
-    rows = [["submission", "status", "score", "max_score", "T0", "T1", "T2", "T3", "duration_s"]]
+    rows = [["submission", "status", "score", "max_score", "T0", "T1", "T2", "T3", "duration_s",
+             "top_misconception"]]
     for r in sorted(reports, key=lambda r: r.submission):
         tiers = {t.tier: t.score for t in r.tiers}
-        rows.append([r.submission, r.status, f"{r.score:g}", f"{r.max_score:g}",
-                     *(f"{tiers.get(t, 0):g}" for t in ("T0", "T1", "T2", "T3")), f"{r.duration_s:.2f}"])
+        top = r.diagnosis[0].id if r.diagnosis else ""
+        rows.append([csv_cell(r.submission), csv_cell(r.status), f"{r.score:g}", f"{r.max_score:g}",
+                     *(f"{tiers.get(t, 0):g}" for t in ("T0", "T1", "T2", "T3")), f"{r.duration_s:.2f}", top])
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     write_atomic(path, buffer.getvalue())
+
+
+def submission_files(folder: Path) -> list[Path]:
+    """The Python files of `folder` (`.py` in any case), sorted; what else it holds is named on stdout, with why."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder; expected a folder of submissions like {folder}/<learner>.py")
+    files, forks, others = [], [], []
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        if path.name.startswith("._"):
+            forks.append(path.name)  # AppleDouble: the metadata macOS zips beside a file, never Python
+        elif path.suffix.lower() == ".py":
+            files.append(path)
+        else:
+            others.append(path.name)
+    for names, why in ((forks, "macOS resource forks, not Python"), (others, "not .py files")):
+        if names:
+            shown = ", ".join(clean_line(name, 80) for name in names[:5]) + (", ..." if len(names) > 5 else "")
+            print(f"skipped {len(names)} file{'s' if len(names) > 1 else ''} of {folder} ({why}): {shown}")
+    if not files:
+        raise UsageError(f"{folder}: no *.py submissions found; expected files like {folder}/<learner>.py")
+    return files
 
 
 def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
     shard = _shard_of(args)
     problem = Problem(args.problem)
     folder = args.submissions or PROJECT_ROOT / "submissions" / problem.id
-    files = sorted(p for p in folder.glob("*.py") if p.is_file())
-    if not files:
-        raise UsageError(f"{folder}: no *.py submissions found; expected files like {folder}/<learner>.py")
+    files = submission_files(folder)
     out = args.out or artifacts_dir() / problem.id
     if shard is not None:
         files = shard.select(files)
@@ -138,25 +278,69 @@ def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
     with grading_progress(len(files)) as progress:
         reports = grade_many(problem, files, seed, limits_from(args, problem.spec.limits), args.jobs,
-                             out_of=lambda f: out / f.stem, progress=progress)
+                             out_of=lambda f: out / submission_folder(f.name), progress=progress,
+                             follow_through=getattr(args, "follow_through", None))
+    if args.junit is not None:
+        write_atomic(args.junit, class_junit_xml(reports))
     if shard is not None:
-        return _finish_shard(reports, out, shard)
-    return _finish_class(reports, out)
+        code = _finish_shard(reports, out, shard)
+    else:
+        code = _finish_class(reports, out, [submission_folder(f.name) for f in files])
+    return code if code != ExitCode.OK else exit_code(reports, args.fail_under)
 
 
-def _finish_class(reports: list[Report], out: Path) -> ExitCode:
-    """The class outputs: summary.csv and the dashboard beside the reports, and the table on the terminal."""
-    write_summary(reports, out / "summary.csv")
-    dashboard = write_dashboard(reports, out)
-    print_class_table(reports, out / "summary.csv", dashboard)
-    return exit_code(reports)
+def _finish_class(reports: list[Report], out: Path, folders: Sequence[str]) -> ExitCode:
+    """The class outputs: summary.csv and the dashboard beside the reports, and the table on the terminal.
+
+    Each is written whatever happened to the others; `folders[i]` holds `reports[i]`'s pages."""
+    summary = out / "summary.csv"
+    dashboard: list[Path] = []
+    failed = _each([lambda: write_summary(reports, summary),
+                    lambda: dashboard.append(write_dashboard(reports, out, folders)),
+                    lambda: print_class_table(reports, summary, dashboard[0] if dashboard else None)])
+    return ExitCode.JUDGE_ERROR if failed else exit_code(reports)
+
+
+def _each(steps: list[Callable[[], object]]) -> bool:
+    """Run every step; say on stderr which failed and why. True when any did."""
+    failed = False
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - one class output failing must not cost the others
+            tell_instructor(Path("class outputs"), exc)
+            failed = True
+    return failed
+
+
+# What a preview's pixels depend on besides the problem's own files: the grader's code that runs the toy and draws.
+PREVIEW_CODE = ("experiment.py", "expectations.py", "plots.py", "figures.py")
+PREVIEW_STAMP = ".drawn"  # in the previews folder: the key of the inputs the previews there were drawn from
+
+
+def previews_key(problem: Problem) -> str:
+    digest = hashlib.sha256(problem.content_hash.encode())
+    for name in PREVIEW_CODE:
+        digest.update((Path(__file__).resolve().parent / name).read_bytes())
+    digest.update(importlib.metadata.version("matplotlib").encode())
+    return digest.hexdigest()
 
 
 def cmd_previews(args: argparse.Namespace) -> ExitCode:
+    """Draw the previews, unless those in the folder were drawn from the same problem and plotting code."""
     problem = Problem(args.problem)
     out = args.out or artifacts_dir() / "previews" / problem.id
+    key, stamp = previews_key(problem), out / PREVIEW_STAMP
+    files = [plot.file for plot in problem.spec.plots]
+    if (not args.force and stamp.is_file() and stamp.read_text() == key
+            and all((out / file).is_file() for file in files)):
+        print(f"previews in {out} are up to date: {', '.join(files)}")
+        return ExitCode.OK
+    stamp.unlink(missing_ok=True)
     series = Expectations(problem, problem.spec.public_seed).series()
     written = draw(problem.spec.plots, series, out, note="reference preview", reference=True)
+    if sorted(written) == sorted(files):
+        write_atomic(stamp, key)
     print(f"wrote {len(written)} previews to {out}: {', '.join(written)}")
     return ExitCode.OK
 
@@ -188,18 +372,17 @@ def _shard_of(args: argparse.Namespace) -> Shard | None:
 def _finish_shard(reports: list[Report], out: Path, shard: Shard) -> ExitCode:
     """A shard writes its own summary aside; the class summary and dashboard wait for `merge`."""
     summary = out / "shards" / f"shard-{shard.index}-of-{shard.count}.csv"
-    write_summary(reports, summary)
-    print_class_table(reports, summary)
-    return exit_code(reports)
+    failed = _each([lambda: write_summary(reports, summary), lambda: print_class_table(reports, summary)])
+    return ExitCode.JUDGE_ERROR if failed else exit_code(reports)
 
 
 def cmd_merge(args: argparse.Namespace) -> ExitCode:
     out = args.out or args.dirs[0]
     try:
-        reports = merge(args.dirs, out)
+        merged = merge(args.dirs, out)
     except ShardError as exc:
         raise UsageError(str(exc)) from None
-    return _finish_class(reports, out)
+    return _finish_class([item.report for item in merged], out, [item.folder.name for item in merged])
 
 
 def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
@@ -212,9 +395,16 @@ def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_watch(args: argparse.Namespace) -> ExitCode:
+    from .warm import cmd_watch as watch
+
+    return watch(args)
+
+
 def dispatch(args: argparse.Namespace) -> ExitCode:
     handlers = {"grade": cmd_grade, "grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack
+    handlers["watch"] = cmd_watch
     return handlers[args.command](args)

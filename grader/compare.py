@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,14 +30,16 @@ class Mismatch:
         return cls(message, message if learner is None else learner)
 
 
-def _index(flat: int, shape: torch.Size) -> str:
-    if not shape:
-        return ""
+def _coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
     coords = []
     for size in reversed(shape):
         coords.append(flat % size)
         flat //= size
-    return "[" + ", ".join(str(c) for c in reversed(coords)) + "]"
+    return tuple(reversed(coords))
+
+
+def _index(flat: int, shape: torch.Size) -> str:
+    return "[" + ", ".join(str(c) for c in _coords(flat, shape)) + "]" if shape else ""
 
 
 def _fmt(x: float) -> str:
@@ -44,7 +47,8 @@ def _fmt(x: float) -> str:
 
 
 def compare_tensors(
-    name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None, hint: str = ""
+    name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None,
+    context: Callable[[tuple[int, ...]], str] | None = None,
 ) -> Mismatch | None:
     """Elementwise comparison, NaN matching NaN and inf matching inf of the same sign; tol None means bitwise."""
     if got.shape != want.shape:
@@ -74,7 +78,8 @@ def compare_tensors(
     if err == err and err != float("inf"):
         detail += f" (abs err {err:.3g}{f', rel err {err / abs(expected):.3g}' if expected else ''})"
     bound = "bitwise" if tol is None else f"rtol {tol.rtol:g}, atol {tol.atol:g}"
-    text = f"{where}: {detail}; {count} of {got.numel()} elements differ ({bound}){hint}"
+    around = context(_coords(bad, got.shape)) if context is not None else ""
+    text = f"{where}: {detail}; {count} of {got.numel()} elements differ ({bound}){around}"
     # element counts would reveal a hidden case's shape and the tolerance its dtype: the hidden-safe sentence
     # says only whether the comparison was bitwise
     return Mismatch(text, f"{name}: values differ from the expected ones{' (bitwise)' if tol is None else ''}")

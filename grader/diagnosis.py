@@ -78,20 +78,30 @@ class Finding:
     cases_explained: int
     cases_failing: int
     checks: tuple[str, ...]
+    owners_charged: tuple[str, ...]  # the owner checks where it explains a failing case
+    cases_contradicted: int = 0  # passing cases where this misreading would have failed
 
 
-def diagnose(failing: list[Explained], misconceptions: list[Misconception]) -> list[Finding]:
-    """Charged misconceptions, most failing cases explained first (declaration order breaks ties)."""
-    by_id = {m.id: m for m in misconceptions}
+def diagnose(failing: list[Explained], misconceptions: list[Misconception],
+             contradicted: Mapping[str, int] | None = None) -> list[Finding]:
+    """Charged misconceptions, best explanation first: most failing cases explained, less the passing cases where
+    the misreading would have failed (a learner who passes them does not hold it); declaration order breaks ties."""
+    contradicted = contradicted or {}
     findings = []
     for misconception in misconceptions:
         touched = [case.check for case in failing if misconception.id in case.misconceptions]
-        charged = any(check in misconception.owners for check in touched)
-        if charged:
-            checks = tuple(dict.fromkeys(touched))
-            findings.append(Finding(by_id[misconception.id], len(touched), len(failing), checks))
+        checks = tuple(dict.fromkeys(touched))
+        owners_charged = tuple(check for check in checks if check in misconception.owners)
+        if owners_charged:
+            findings.append(Finding(misconception, len(touched), len(failing), checks, owners_charged,
+                                    contradicted.get(misconception.id, 0)))
     order = {m.id: i for i, m in enumerate(misconceptions)}
-    return sorted(findings, key=lambda f: (-f.cases_explained, order[f.misconception.id]))
+    return sorted(findings, key=lambda f: (f.cases_contradicted - f.cases_explained, order[f.misconception.id]))
+
+
+def candidates(failing: list[Explained]) -> set[str]:
+    """Every misconception that explains some failing case."""
+    return {mid for case in failing for mid in case.misconceptions}
 
 
 def follow_through(check: str, explained_by: tuple[str, ...], charged: Mapping[str, Misconception]) -> str | None:

@@ -46,13 +46,12 @@ def cache_key(problem: Problem, seed: int) -> str:
 
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
-    """Compute expectations on one thread: a reduction's rounding then never depends on the judge's machine."""
-    threads = torch.get_num_threads()
+    """Compute expectations on one thread: a reduction's rounding then never depends on the judge's machine.
+
+    The judge stays on one thread afterwards: its tensors are small, and once torch's pool has been resized back
+    up, every small op (a comparison, the toy's own baselines) runs about thirty times slower."""
     torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    yield
 
 
 class Expectations:
@@ -69,6 +68,8 @@ class Expectations:
         self._wrong_functions: dict[str, dict[str, Any]] = {}
         self._dirty = False
         self._path = cache_dir() / problem.id / f"{cache_key(problem, seed)}.pt" if use_cache else None
+        self._groups_read: set[str] = set()  # generators whose misconception observations were looked up on disk
+        self._groups_unsaved: set[str] = set()
         if self._path is not None and self._path.is_file():
             self._load(self._path)
 
@@ -98,18 +99,39 @@ class Expectations:
                 self._save(self._path)
 
     def _save(self, path: Path) -> None:
-        buffer = io.BytesIO()
-        torch.save({
+        """The main file, and beside it one file per generator of the misconception observations computed here."""
+        _write(path, {
             "cases": {name: [c.to_data() for c in calls] for name, calls in self._cases.items()},
-            "observations": self._observations,
+            "observations": {k: v for k, v in self._observations.items() if not k.startswith("misconception:")},
             "series": self._series,
             "series_parts": self._series_parts,
             "wrong_series": self._wrong_series,
-        }, buffer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(buffer.getvalue())
-        os.replace(tmp, path)
+        })
+        for name in sorted(self._groups_unsaved):
+            _write(self._group_path(path, name), {k: v for k, v in self._observations.items()
+                                                   if k.startswith("misconception:") and k.endswith(f"/{name}")})
+        self._groups_unsaved.clear()
+        self._dirty = False
+
+    @staticmethod
+    def _group_path(path: Path, name: str) -> Path:
+        return path.with_suffix("") / f"misconceptions-{name}.pt"
+
+    def _read_group(self, name: str) -> None:
+        """Generator `name`'s misconception observations, read the first time one of its cases fails: they are
+        many times the size of everything else, so a grade in which nothing fails never pays for them."""
+        if name in self._groups_read or self._path is None:
+            return
+        self._groups_read.add(name)
+        path = self._group_path(self._path, name)
+        if not path.is_file():
+            return
+        try:
+            data = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+            return
+        self._observations.update({k: v for k, v in data.items()
+                                   if k.startswith("misconception:") and k.endswith(f"/{name}")})
 
     def cases(self, name: str) -> list[Call]:
         with self._lock:
@@ -146,9 +168,12 @@ class Expectations:
         """What each declared misconception's solution observes on case `index` of generator `name`."""
         with self._lock:
             found = {}
+            self._read_group(name)
             for misconception in self.problem.misconceptions:
                 source = f"misconception:{misconception.id}"
-                self._dirty |= f"{source}/{name}" not in self._observations
+                if f"{source}/{name}" not in self._observations:
+                    self._dirty = True
+                    self._groups_unsaved.add(name)
                 found[misconception.id] = self._all_observations(source, name)[index]
             return found
 
@@ -177,12 +202,22 @@ class Expectations:
             if self._series is None:
                 with single_threaded():
                     self._series, self._series_parts = reference_series(self.problem, self.seed)
+                self._dirty = True  # `persist` keeps them (the public seed's, drawn beside every plot, say)
             return self._series
 
     def series_parts(self) -> dict[str, str]:
         """Which part of the toy makes each series."""
         self.series()
         return self._series_parts
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    buffer = io.BytesIO()
+    torch.save(data, buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, path)
 
 
 def reference_series(problem: Problem, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

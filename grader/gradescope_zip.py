@@ -12,7 +12,9 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from .exports import gradescope_refusal
 from .problem import Problem
+from .spec import SpecError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "packaging" / "gradescope"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -73,6 +75,8 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
 
 def build_zip(problem: Problem, out: Path) -> list[str]:
     """Write the autograder zip to `out`; return the names it holds, setup.sh and run_autograder at its root."""
+    if (why := gradescope_refusal(problem.spec.checks)) is not None:
+        raise SpecError(f"{problem.problem_dir / 'problem.toml'}: {why}")
     root = problem.root
     out.parent.mkdir(parents=True, exist_ok=True)
     names = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import platform
-import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -16,13 +15,13 @@ import torch
 from . import __version__
 from .cases import Call
 from .checks import CheckRun, LearnerFailure, run_check
-from .diagnosis import Explained, Finding, diagnose
+from .diagnosis import Explained, Finding, candidates, diagnose
 from .expectations import Expectations
 from .experiment import CallFailed, PartResult, run_experiment
 from .launch import Launched
-from .observation import Malformed, sanitize
+from .observation import Malformed, accept_hello, judge_case, sanitize
 from .problem import Problem
-from .report import CheckResult, Diagnosis, Report, TierResult, Versions
+from .report import CheckResult, Diagnosis, Report, TierResult, Versions, reproduce_command, score_sum
 from .sandbox import Box, Level, Slot, best_level
 from .session import Worker, WorkerCrashed, WorkerTimeout
 from .spec import CheckSpec, FunctionSpec, Limits, Tolerance
@@ -52,8 +51,9 @@ class Grading:
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._parts: list[PartResult] | None = None
-        # whether the live worker has been sent a hidden case: from then on, text it chooses could carry that
-        # case's inputs, so learner-facing messages quote none of it
+        # whether a worker of this submission has been sent a hidden case: from then on, text a worker chooses
+        # could carry that case's inputs (a restarted worker too, through files its predecessor left), so
+        # learner-facing messages quote none of it
         self.saw_hidden = False
 
     # ------------------------------------------------------------------ worker lifecycle
@@ -65,7 +65,6 @@ class Grading:
         names = [f.name for f in self.problem.spec.functions]
         spawned = self.spawned_at if self._pending is not None else time.monotonic()
         self.worker, self._pending = self._pending or Worker(self.box, names, self.zygote), None
-        self.saw_hidden = False
         timeout = min(self.limits.import_timeout_s, max(self.remaining(), 0.1))
         try:
             hello = self.worker.receive(timeout)
@@ -77,10 +76,8 @@ class Grading:
             self.hello = {"op": "import_crashed", "message": str(exc)}
             self.stop()
             return Status.IMPORT_CRASHED
-        self.hello = hello
-        functions = hello.get("functions")
-        if hello.get("op") != "ready" or not isinstance(functions, dict) or not all(
-                isinstance(info, dict) for info in functions.values()):  # a forged hello is the learner's failure
+        self.hello = accept_hello(hello)  # a forged hello reads as the learner's import error, never the judge's
+        if self.hello.get("op") != "ready":
             self.stop()
             return Status.IMPORT_ERROR
         return Status.GRADED
@@ -259,7 +256,6 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
     limits = limits or problem.spec.limits
     expectations = expectations or Expectations(problem, seed)
     expectations.warm()
-    started = time.perf_counter()
     if launched is not None and (launched.submission != submission or launched.limits != limits):
         launched.discard()
         launched = None
@@ -278,22 +274,30 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
             if series_sink is not None:
                 series_sink(_prefetch_series(grading, problem))
             runs = {check.id: run_check(grading, check) for check in visible_first(problem.spec.checks, expectations)}
-            findings = diagnose(_failing_cases(runs.values()), problem.misconceptions)
+            failing = _failing_cases(runs.values())
+            findings = diagnose(failing, problem.misconceptions,
+                                _contradictions(grading, runs.values(), candidates(failing)))
+            visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
             charged = {f.misconception.id: f.misconception for f in findings} if follow else {}
-            results = [runs[check.id].result(charged) for check in problem.spec.checks]
+            # a visible check's score must follow from visible results alone (a learner reads it before hidden
+            # results are published): it carries forward only misreadings a visible owner check charges
+            charged_visibly = {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)}
+            results = [runs[c.id].result(charged_visibly if c.id in visible else charged) for c in problem.spec.checks]
             if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
                 status = Status.JUDGE_ERROR
             elif any(r.verdict == Verdict.SKIPPED for r in results) or grading.remaining() <= 0:
                 status = Status.BUDGET_EXCEEDED
     finally:
         grading.stop()
+        grading.box.cleanup()  # before the slot is free: its next holder's processes and files are not ours
         grading.slot.release()
-        grading.box.cleanup()
     persist = getattr(expectations, "persist", None)
     if persist is not None:
         persist()  # misconception observations computed on the way are kept for the next grade
-    report = _assemble(problem, submission, seed, status, results, grading, why, time.perf_counter() - started,
-                       command)
+    # from the worker's start (an early-launched one started before the judge's own imports), so that every
+    # phase lies within the duration
+    report = _assemble(problem, submission, seed, status, results, grading, why,
+                       time.monotonic() - grading.spawned_at, command)
     report.diagnosis = [_diagnosis_entry(f) for f in findings]
     report.follow_through = follow
     return Graded(report, grading.learner_series() if grading._parts is not None else None)
@@ -315,6 +319,37 @@ def _prefetch_series(grading: Grading, problem: Problem) -> dict[str, torch.Tens
     return grading.learner_series()  # a part that failed has no series; its checks say why in their turn
 
 
+def _contradictions(grading: Grading, runs: Iterable[CheckRun], suspects: set[str]) -> dict[str, int]:
+    """For each suspected misreading, the learner's passing cases where its own solution fails: evidence that the
+    learner does not hold it. Nothing is computed when nothing failed."""
+    counts = dict.fromkeys(suspects, 0)
+    if not suspects:
+        return counts
+    tolerances = grading.tolerances()
+    for run in runs:
+        if run.tally is None or run.check.kind != "differential":
+            continue
+        calls = grading.cases(run.check)
+        for index, case in enumerate(run.tally.outcomes):
+            if not case.passed:
+                continue
+            call, want = calls[index], grading.expected(run.check, index, calls[index])
+            theirs = grading.misconception_observations(run.check, index)
+            for mid in suspects:
+                try:
+                    verdict = judge_case(call.function, call.kwargs, theirs[mid], want, run.check.compare,
+                                         tolerances).verdict
+                except AssertionError:  # the misreading raised where the check expects no exception
+                    verdict = Verdict.FAIL
+                counts[mid] += verdict != Verdict.PASS
+    return counts
+
+
+def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -> bool:
+    """Whether `misconception` is charged in one of `checks`: an owner among them has a case it explains."""
+    return any(f.misconception.id == misconception and set(f.owners_charged) & checks for f in findings)
+
+
 def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
     return [Explained(run.check.id, case.explained_by) for run in runs if run.tally is not None
             for case in run.tally.outcomes if not case.passed]
@@ -323,7 +358,8 @@ def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
 def _diagnosis_entry(finding: Finding) -> Diagnosis:
     m = finding.misconception
     return Diagnosis(id=m.id, explanation=m.explanation, cases_explained=finding.cases_explained,
-                     cases_failing=finding.cases_failing, checks=list(finding.checks), owners=list(m.owners))
+                     cases_failing=finding.cases_failing, checks=list(finding.checks), owners=list(m.owners),
+                     charged_in=list(finding.owners_charged))
 
 
 def _skipped(check: CheckSpec, why: str) -> CheckResult:
@@ -338,16 +374,15 @@ def _assemble(problem: Problem, submission: Path, seed: int, status: Status, res
     tiers = []
     for tier in problem.spec.tiers:
         checks = [by_id[c.id] for c in problem.spec.checks if c.tier == tier.id]
-        tiers.append(TierResult(tier=tier.id, title=tier.title, score=round(sum(c.score for c in checks), 6),
+        tiers.append(TierResult(tier=tier.id, title=tier.title, score=score_sum(c.score for c in checks),
                                 max_score=tier.points, checks=checks))
     return Report(
         problem=problem.id, submission=submission.name, submission_sha256=_sha256(submission), status=status,
-        score=round(sum(t.score for t in tiers), 4), max_score=problem.spec.max_score, tiers=tiers,
+        score=score_sum(t.score for t in tiers), max_score=problem.spec.max_score, tiers=tiers,
         artifacts=[], seed=seed,
         versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
         problem_hash=problem.content_hash,
-        command=command or shlex.join(["python", "-m", "grader", "grade", str(submission), "--problem",
-                                       problem.id, "--seed", str(seed)]),
+        command=command or reproduce_command(problem.id, submission, seed),
         isolation=grading.box.isolation(), stdout="".join(grading.stdout), stderr="".join(grading.stderr),
         duration_s=round(duration, 3), message=message, phases={**grading.phases, **{
             t.tier: round(sum(c.duration_s for c in t.checks), 4) for t in tiers}},

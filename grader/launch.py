@@ -39,8 +39,8 @@ class Launched:
 
     def discard(self) -> None:
         self.worker.close()
-        self.slot.release()
         self.box.cleanup()
+        self.slot.release()
 
 
 def launch(spec: ProblemSpec, experiment: Path | None, submission: Path, limits: Limits,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import importlib.metadata
 import io
 import json
 import sys
@@ -23,7 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import torch
 from rich.console import Console
@@ -50,6 +51,13 @@ RUN_BY_PATH = ("worker", "sandbox_init.py")
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the same sources give the same zip, byte for byte
 HIDDEN_NOTE = "graded only by the official grader, on cases from hidden seeds"
 
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels: no GPU libraries to download
+# What a learner installs, in the order the README gives it: torch alone from PyTorch's CPU index, then the rest
+# from the ordinary one (numpy only keeps torch from warning on every run).
+INSTALL = ("python -m pip install torch=={torch} --index-url " + CPU_INDEX, "python -m pip install numpy pydantic rich")
+PLOTS_NOTE = ("The plots the statement describes are drawn by the official grader, in its report; this pack does "
+              "not draw them. Its T3 checks compare the same series, number by number.")
+
 CHECK_SCRIPT = '''#!/usr/bin/env python3
 """Grade a solution on this problem's public cases: `python check FILE` (see README.md)."""
 
@@ -57,7 +65,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grader.learner_pack import check_main  # noqa: E402
+try:
+    from grader.learner_pack import check_main
+except ModuleNotFoundError as exc:
+    if (exc.name or "grader").partition(".")[0] == "grader":
+        raise
+    print(f"check: this Python ({{sys.executable}}) has no module {{exc.name!r}}; install what the pack needs: "
+          "{install}", file=sys.stderr)
+    sys.exit(4)
 
 sys.exit(check_main())
 '''
@@ -73,12 +88,31 @@ python check my_solution.py
 
 `check` imports your file in the same sandboxed worker as the official grader, calls your functions on the
 public cases, runs the toy experiment (`experiment.py`) and compares everything with the reference's results,
-which `{data}` holds precomputed. It prints a table and writes `reports/<file stem>.json`.
+which `{data}` holds precomputed. It prints a table and writes `reports/<file stem>.json`.{plots}
 
 The official grade runs the same checks on cases drawn from hidden seeds, plus the checks marked hidden in the
 table, which no file here can run. Passing every public check is necessary, not sufficient.
-Needs Python 3.11 or later with torch, pydantic and rich; the sandbox is strongest on Linux.
+
+## Install
+
+Python 3.11 or later, with torch (the CPU build is enough), numpy, pydantic and rich:
+
+```sh
+{install}
+```
+
+The sandbox is strongest on Linux. `python check --help` lists the exit codes: 0 when your file was graded,
+whatever its score; 4 for a usage error (no such file, a missing package); 5 when your file could not be
+imported; 3 when the pack itself failed, which is never your code's fault.
 """
+
+# The exit codes a learner can meet, in their words.
+CHECK_EXIT_CODES = {
+    ExitCode.OK: "your file was graded, whatever its score",
+    ExitCode.JUDGE_ERROR: "the pack itself failed; not a fault of your code",
+    ExitCode.USAGE: "usage: no such file, a bad option, or a package missing (see README.md)",
+    ExitCode.IMPORT_FAILED: "your file could not be imported (the table says why)",
+}
 
 
 # ---------------------------------------------------------------------------------------------- the public part
@@ -201,10 +235,19 @@ def _torch_bytes(data: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+def install_commands() -> tuple[str, ...]:
+    """The install lines, with the torch version this pack was built and tested with."""
+    torch_version = importlib.metadata.version("torch").split("+")[0]
+    return tuple(line.format(torch=torch_version) for line in INSTALL)
+
+
 def build_pack(problem: Problem, out: Path) -> list[str]:
     """Write the learner pack of `problem` to `out`; return the names it holds."""
     files: dict[str, bytes] = {name: (problem.problem_dir / name).read_bytes() for name in PROBLEM_FILES}
-    files["README.md"] = README.format(title=problem.spec.title, id=problem.id, data=DATA_FILE).encode()
+    install = install_commands()
+    plots = f"\n{PLOTS_NOTE}" if problem.spec.plots else ""
+    files["README.md"] = README.format(title=problem.spec.title, id=problem.id, data=DATA_FILE, plots=plots,
+                                       install="\n".join(install)).encode()
     files[DATA_FILE] = _torch_bytes(public_cases(problem))
     package_dir = Path(__file__).resolve().parent
     for path in grader_files(package_dir):
@@ -212,7 +255,8 @@ def build_pack(problem: Problem, out: Path) -> list[str]:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with zipfile.ZipFile(tmp, "w") as archive:
-        _add(archive, f"{problem.id}/check", CHECK_SCRIPT.encode(), executable=True)
+        _add(archive, f"{problem.id}/check", CHECK_SCRIPT.format(install=" && ".join(install)).encode(),
+             executable=True)
         for name in sorted(files):
             _add(archive, f"{problem.id}/{name}", files[name])
     tmp.replace(out)
@@ -322,6 +366,8 @@ def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> Non
         console.print(escape(view["stderr"][-2000:]))  # the learner's own traceback
     console.print(f"report: {path}  ·  the official grade is out of {view['official_max_score']:g}: "
                   "the same checks on cases from hidden seeds, and the hidden ones")
+    if full_spec.plots:
+        console.print(PLOTS_NOTE)
 
 
 def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
@@ -334,20 +380,33 @@ def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
     view = learner_report(graded.report, problem.full_spec)
     write_atomic(report_path, json.dumps(view, indent=2) + "\n")
     print_table(view, problem.full_spec, report_path)
-    failed = graded.report.status == Status.JUDGE_ERROR or any(
-        c.verdict == Verdict.JUDGE_ERROR for c in graded.report.checks())
-    return ExitCode.JUDGE_ERROR if failed else ExitCode.OK
+    report = graded.report
+    if report.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in report.checks()):
+        return ExitCode.JUDGE_ERROR
+    if report.status in (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED):
+        return ExitCode.IMPORT_FAILED
+    return ExitCode.OK
+
+
+class CheckParser(argparse.ArgumentParser):
+    """The pack's command line: a usage error exits 4, as the README says, rather than argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
 
 
 def check_main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parent.parent
-    parser = argparse.ArgumentParser(prog="check", description="Grade FILE on this problem's public cases.",
-                                     epilog="exit codes: " + ", ".join(f"{c.value} {c.name.lower()}" for c in ExitCode))
+    epilog = "exit codes:\n" + "\n".join(f"  {code.value}: {meaning}" for code, meaning in CHECK_EXIT_CODES.items())
+    parser = CheckParser(prog="check", description="Grade FILE on this problem's public cases.", epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", type=Path, help="your solution, a Python file")
     parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
     args = parser.parse_args(argv)
     if not args.file.is_file():
-        print(f"check: {args.file}: no such file; expected a Python file with your solution", file=sys.stderr)
+        what = "is a folder" if args.file.is_dir() else "no such file"
+        print(f"check: {args.file}: {what}; expected a Python file with your solution", file=sys.stderr)
         return int(ExitCode.USAGE)
     try:
         return int(run_check(root, args.file.resolve(), args.report or root / "reports" / f"{args.file.stem}.json"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ import torch
 
 from .compare import MAX_ELEMENTS, Mismatch, compare_tensors, describe_kind
 from .spec import Aspect, Tolerance
+from .text import LINE_CHARS, MESSAGE_CHARS, clean, clean_line
 from .verdicts import Verdict
 
 
@@ -18,71 +19,236 @@ class Malformed(Exception):
     """The worker's answer is not plain data of the expected form (a forged or corrupted frame)."""
 
 
+# Only these dtypes cross to the judge: the real types its comparisons and messages are written for. Complex
+# numbers are left out on purpose: no contract returns them, and ordering, float() and tolerance formulas the
+# evidence uses are undefined for them. float8, bits, quantized and unsigned types beyond uint8 are the
+# learner's malformed answer too.
+ALLOWED_DTYPES = frozenset({
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64,
+})
+MAX_DIMS = 16
+MAX_DEPTH = 4  # nesting of sequences in one output: a tuple of tuples is already unusual
+MAX_ITEMS = 64  # items of one sequence, and names in `grads` or `inputs_after`
+MAX_NODES = 1024  # descriptions in one answer, all levels together
+MAX_TEXT = 1 << 20  # characters of text one answer may carry in all, before any is cut to size
+
+
+class _Budget:
+    """What one answer may still carry: descriptions and characters. A forged answer runs out, never the judge."""
+
+    def __init__(self) -> None:
+        self.nodes, self.text = MAX_NODES, MAX_TEXT
+
+    def node(self, where: str) -> None:
+        self.nodes -= 1
+        if self.nodes < 0:
+            raise Malformed(f"{where}: the answer holds more than {MAX_NODES} values")
+
+    def string(self, value: Any, where: str, limit: int = LINE_CHARS, multiline: bool = False) -> str:
+        if type(value) is not str:
+            raise Malformed(f"{where} is not a string")
+        self.text -= len(value)
+        if self.text < 0:
+            raise Malformed(f"{where}: the answer carries more than {MAX_TEXT} characters of text")
+        return clean(value, limit, multiline)
+
+
 def _tensor(value: Any, where: str) -> torch.Tensor:
     if type(value) is not torch.Tensor:
         raise Malformed(f"{where} is not a plain tensor")
-    if value.layout != torch.strided:
+    if value.layout != torch.strided or value.is_nested:
         raise Malformed(f"{where} is a {value.layout} tensor; return a dense (strided) tensor")
+    if value.dtype not in ALLOWED_DTYPES:
+        raise Malformed(f"{where} has dtype {value.dtype}; results must be bool, integer or "
+                        "float16/bfloat16/float32/float64 tensors")
+    if value.device.type != "cpu":
+        raise Malformed(f"{where} is on the {value.device.type} device; return a CPU tensor")
+    if value.dim() > MAX_DIMS:
+        raise Malformed(f"{where} has {value.dim()} dimensions, more than {MAX_DIMS}")
     if value.numel() > MAX_ELEMENTS:
         raise Malformed(f"{where} has {value.numel()} elements, more than {MAX_ELEMENTS}")
+    return value.detach()
+
+
+def _python(value: Any, where: str, budget: _Budget) -> Any:
+    if type(value) is int and value.bit_length() > 64:
+        raise Malformed(f"{where} is an integer of {value.bit_length()} bits; the judge accepts 64 at most")
+    if type(value) is str:
+        if len(value) > MESSAGE_CHARS:
+            raise Malformed(f"{where} is a string of {len(value)} characters, more than {MESSAGE_CHARS}")
+        return budget.string(value, where, MESSAGE_CHARS, multiline=True)
+    if value is not None and type(value) not in (bool, int, float):
+        raise Malformed(f"{where} claims a Python scalar but holds something else")
     return value
 
 
-def _described(value: Any, where: str, depth: int = 0) -> dict[str, Any]:
-    if not isinstance(value, dict) or depth > 4:
-        raise Malformed(f"{where} is not a description")
+def _described(value: Any, where: str, budget: _Budget, depth: int = 0) -> dict[str, Any]:
+    """A fresh copy of one output description holding only what `protocol.describe` puts there, each checked."""
+    budget.node(where)
+    if type(value) is not dict or depth > MAX_DEPTH:
+        raise Malformed(f"{where} is not a description" + (" (nested too deeply)" if depth > MAX_DEPTH else ""))
     kind = value.get("kind")
     if kind == "tensor":
-        _tensor(value.get("value"), where)
-        for flag in ("requires_grad", "has_grad_fn"):
-            if not isinstance(value.get(flag), bool):
+        flags = {flag: value.get(flag) for flag in ("requires_grad", "has_grad_fn")}
+        for flag, held in flags.items():
+            if type(held) is not bool:
                 raise Malformed(f"{where}.{flag} is not a bool")
-    elif kind == "sequence":
+        return {"kind": kind, "value": _tensor(value.get("value"), where), **flags,
+                "device": budget.string(value.get("device", "cpu"), f"{where}.device")}
+    described = {"kind": kind, "type": budget.string(value.get("type", ""), f"{where}.type")}
+    if kind == "sequence":
         items = value.get("items")
-        if not isinstance(items, list) or len(items) > 64:
-            raise Malformed(f"{where} has no item list")
-        for i, item in enumerate(items):
-            _described(item, f"{where}[{i}]", depth + 1)
+        if type(items) is not list or len(items) > MAX_ITEMS:
+            raise Malformed(f"{where} has no item list of at most {MAX_ITEMS} items")
+        described["items"] = [_described(item, f"{where}[{i}]", budget, depth + 1) for i, item in enumerate(items)]
     elif kind == "python":
-        if not isinstance(value.get("value"), (bool, int, float, str, type(None))):
-            raise Malformed(f"{where} claims a Python scalar but holds something else")
+        described["value"] = _python(value.get("value"), f"{where}.value", budget)
     elif kind != "other":
-        raise Malformed(f"{where} has unknown kind {kind!r}")
-    return value
+        raise Malformed(f"{where} has unknown kind {clean_line(kind, 40)!r}")
+    return described
 
 
-def _exception(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+def _exception(value: Any, where: str, budget: _Budget) -> dict[str, Any]:
+    """A fresh copy of one exception description: type and base names, message and the learner's frames."""
+    if type(value) is not dict:
         raise Malformed(f"{where} is not an exception description")
-    if not isinstance(value.get("bases", []), list) or not isinstance(value.get("message", ""), str):
-        raise Malformed(f"{where} is not an exception description")
-    if not isinstance(value.get("where", ""), str):
-        raise Malformed(f"{where} is not an exception description")
-    return value
+    bases = value.get("bases", [])
+    if type(bases) is not list or len(bases) > MAX_ITEMS:
+        raise Malformed(f"{where} is not an exception description: bases is not a list of at most {MAX_ITEMS} names")
+    described = {
+        "type": budget.string(value.get("type"), f"{where}.type"),
+        "bases": [budget.string(name, f"{where}.bases[{i}]") for i, name in enumerate(bases)],
+        "message": budget.string(value.get("message", ""), f"{where}.message", MESSAGE_CHARS, multiline=True),
+    }
+    if "where" in value:
+        described["where"] = budget.string(value["where"], f"{where}.where", MESSAGE_CHARS, multiline=True)
+    return described
+
+
+def _named_tensors(value: Any, where: str, budget: _Budget, optional: bool) -> dict[str, torch.Tensor | None]:
+    if type(value) is not dict or len(value) > MAX_ITEMS:
+        raise Malformed(f"{where} is not a dict of at most {MAX_ITEMS} tensors")
+    named: dict[str, torch.Tensor | None] = {}
+    for name, tensor in value.items():
+        key = budget.string(name, f"a name in {where}")
+        label = f"grad of {key}" if where == "grads" else f"input {key} after the call"
+        named[key] = None if optional and tensor is None else _tensor(tensor, label)
+    return named
 
 
 def sanitize(obs: Any) -> dict[str, Any]:
-    """Accept only the shapes `protocol.observe_call` produces; raise Malformed otherwise."""
-    if not isinstance(obs, dict):
+    """A fresh copy of an answer holding only the shapes `protocol.observe_call` produces, its text made safe
+    and bounded; Malformed otherwise. Nothing unchecked (no extra key, no deeper nesting) reaches the judge."""
+    if type(obs) is not dict:
         raise Malformed("observation is not a dict")
+    budget = _Budget()
+    accepted: dict[str, Any] = {}
     if "raised" in obs:
-        _exception(obs["raised"], "raised")
+        accepted["raised"] = _exception(obs["raised"], "raised", budget)
     else:
-        _described(obs.get("output"), "output")
+        accepted["output"] = _described(obs.get("output"), "output", budget)
     if "backward_error" in obs:
-        _exception(obs["backward_error"], "backward_error")
-    grads = obs.get("grads", {})
-    if not isinstance(grads, dict):
-        raise Malformed("grads is not a dict")
-    for name, grad in grads.items():
-        if grad is not None:
-            _tensor(grad, f"grad of {name}")
-    after = obs.get("inputs_after", {})
-    if not isinstance(after, dict):
-        raise Malformed("inputs_after is not a dict")
-    for name, value in after.items():
-        _tensor(value, f"input {name} after the call")
-    return obs
+        accepted["backward_error"] = _exception(obs["backward_error"], "backward_error", budget)
+    if "grads" in obs:
+        accepted["grads"] = _named_tensors(obs["grads"], "grads", budget, optional=True)
+    accepted["inputs_after"] = _named_tensors(obs.get("inputs_after", {}), "inputs_after", budget, optional=False)
+    return accepted
+
+
+PARAMETER_KINDS = frozenset({"POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY",
+                             "VAR_KEYWORD"})
+MAX_PARAMS = 64
+
+
+def _signature(info: Any, where: str, budget: _Budget) -> dict[str, Any]:
+    """A fresh copy of what `worker.signature_of` reports for one function."""
+    if type(info) is not dict or type(info.get("callable")) is not bool:
+        raise Malformed(f"{where} is not a function description")
+    if not info["callable"]:
+        return {"callable": False, "type": budget.string(info.get("type", ""), f"{where}.type")}
+    if "params" not in info:
+        return {"callable": True, "error": budget.string(info.get("error", ""), f"{where}.error", MESSAGE_CHARS)}
+    params = info["params"]
+    if type(params) is not list or len(params) > MAX_PARAMS:
+        raise Malformed(f"{where}.params is not a list of at most {MAX_PARAMS} parameters")
+    accepted = []
+    for i, param in enumerate(params):
+        if type(param) is not dict or param.get("kind") not in PARAMETER_KINDS or \
+                type(param.get("has_default")) is not bool:
+            raise Malformed(f"{where}.params[{i}] is not a parameter description")
+        name = budget.string(param.get("name"), f"{where}.params[{i}].name")
+        if not name.isidentifier():
+            raise Malformed(f"{where}.params[{i}].name is not an identifier")
+        accepted.append({"name": name, "kind": param["kind"], "has_default": param["has_default"]})
+    return {"callable": True, "params": accepted}
+
+
+def accept_hello(message: Any) -> dict[str, Any]:
+    """A fresh copy of the worker's first message, checked like any answer: `ready` with a description of each
+    function found, or `import_error` with the failure's type, message and line. Anything else becomes an
+    `import_error` that says the message was malformed: a forged hello is the learner's failure to import."""
+    budget = _Budget()
+    try:
+        if type(message) is not dict:
+            raise Malformed("the first message is not a dict")
+        if message.get("op") == "ready":
+            functions = message.get("functions")
+            if type(functions) is not dict or len(functions) > MAX_ITEMS:
+                raise Malformed("`functions` is not a dict of function descriptions")
+            found = {}
+            for name, info in functions.items():
+                key = budget.string(name, "a function name")
+                found[key] = _signature(info, f"functions[{key!r}]", budget)
+            return {"op": "ready", "functions": found}
+        if message.get("op") == "import_error":
+            line, text = message.get("line"), message.get("message", "")
+            if type(text) is not str:
+                raise Malformed("the import error's message is not a string")
+            # the worker passes a SyntaxError's own message on whole, however long: cut, not refused
+            return {"op": "import_error", "type": budget.string(message.get("type", "ImportError"), "type"),
+                    "message": clean(text, MESSAGE_CHARS), "line": line if type(line) is int and 0 < line < 1 << 31
+                    else None}
+        raise Malformed(f"unknown op {clean_line(message.get('op'), 40)!r}")
+    except Malformed as exc:
+        return {"op": "import_error", "type": "MalformedHello", "line": None,
+                "message": f"the worker's first message could not be accepted: {exc}"}
+
+
+Context = Callable[[tuple[int, ...]], str]  # the failing element's index -> what the inputs hold there
+
+
+def input_context(sent: Mapping[str, Any], mask: str | None = None, group_size: str | None = None) -> Context:
+    """What the inputs hold at a failing element, for a visible case's message: the same element of every input
+    of the output's shape (the element's whole group when the function takes a group size), the row of every
+    per-row input, and whether the element is padding."""
+
+    def describe(index: tuple[int, ...]) -> str:
+        shown = []
+        group = sent.get(group_size) if group_size else None
+        for name, value in sent.items():
+            if type(value) is not torch.Tensor or value.dim() == 0 or value.dim() > len(index):
+                continue
+            if value.dim() == 1 and isinstance(group, int) and not isinstance(group, bool) and group > 0:
+                start = index[0] // group * group
+                shown.append(f"{name}[{start}:{start + group}] = {_values(value[start:start + group])}")
+            elif value.dim() == len(index) and all(i < n for i, n in zip(index, value.shape, strict=True)):
+                shown.append(f"{name}{list(index)} = {_values(value[index])}")
+            elif value.dim() == 1 and index[0] < value.shape[0]:
+                shown.append(f"{name}[{index[0]}] = {_values(value[index[0]])}")
+        text = f"; the inputs there: {', '.join(shown)}" if shown else ""
+        held = sent.get(mask) if mask else None
+        if type(held) is torch.Tensor and held.dim() == len(index) and not bool(held[index]):
+            text += "; this element is padding (its mask is 0)"
+        return text[:600]
+
+    return describe
+
+
+def _values(value: torch.Tensor) -> str:
+    if value.dim() == 0:
+        return f"{value.item():.6g}" if value.is_floating_point() else str(value.item())
+    return "[" + ", ".join(_values(v) for v in value[:16]) + (", ..." if value.numel() > 16 else "") + "]"
 
 
 @dataclass(frozen=True)
@@ -133,7 +299,7 @@ def _is_instance(exc: dict[str, Any], type_name: str) -> bool:
 
 def compare_output(
     name: str, got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect],
-    tolerances: Mapping[str, Tolerance],
+    tolerances: Mapping[str, Tolerance], context: Context | None = None,
 ) -> Mismatch | None:
     if want["kind"] != "tensor":
         if got.get("kind") != want["kind"] or got.get("value") != want.get("value"):
@@ -165,7 +331,7 @@ def compare_output(
         if g.shape != w.shape:
             return Mismatch.of(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
                          f"{name}: the shape differs from the expected shape")
-        return compare_tensors(name, g, w, tol)
+        return compare_tensors(name, g, w, tol, context)
     return None
 
 
@@ -215,7 +381,7 @@ def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | N
 
 def judge_case(
     function: str, sent: Mapping[str, Any], got: dict[str, Any], want: dict[str, Any],
-    aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance],
+    aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance], context: Context | None = None,
 ) -> Outcome:
     """Compare one learner observation with the expected one on the aspects a check names."""
     if "raised" in want:
@@ -235,7 +401,7 @@ def judge_case(
         return Outcome(Verdict.ERROR, Mismatch.of(f"{function} raised {exception_text(got['raised'])}",
                                             f"{function} raised {_safe_exception(got['raised'])} (message withheld)"))
     if OUTPUT_ASPECTS & set(aspects):
-        mismatch = _compare_outputs(function, got, want, aspects, tolerances)
+        mismatch = _compare_outputs(function, got, want, aspects, tolerances, context)
         if mismatch:
             return Outcome(Verdict.FAIL, mismatch)
     if {"backward", "connected", "grads"} & set(aspects):
@@ -254,9 +420,9 @@ OUTPUT_ASPECTS = {"type", "shape", "dtype", "device", "values", "values_exact", 
 
 
 def _compare_outputs(function: str, got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect],
-                     tolerances: Mapping[str, Tolerance]) -> Mismatch | None:
+                     tolerances: Mapping[str, Tolerance], context: Context | None) -> Mismatch | None:
     for (name, g), (_, w) in zip(_flatten(got["output"], function), _flatten(want["output"], function), strict=False):
-        mismatch = compare_output(name, g, w, aspects, tolerances)
+        mismatch = compare_output(name, g, w, aspects, tolerances, context)
         if mismatch:
             return mismatch
     if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
+from .paths import PROJECT_ROOT
+from .text import MESSAGE_CHARS, STREAM_CHARS, clean, clean_line
 from .verdicts import Status, Verdict
 
 SCHEMA_VERSION = 2
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # assignment is validated too, so text set after construction is sanitized like text given to it
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class CheckResult(Model):
@@ -32,6 +37,10 @@ class CheckResult(Model):
     learner_message: str = ""  # the message with hidden inputs and expected values left out
     cases_followed_through: int = 0  # failing cases credited because a misreading charged elsewhere explains them
     followed_through: list[str] = []  # the misconceptions those cases follow through from
+
+    # messages quote what the learner's code raised or returned: learner text, made safe wherever a report is built
+    _clean_messages = field_validator("message", "learner_message")(lambda value: clean(value, MESSAGE_CHARS))
+    _clean_title = field_validator("title")(lambda value: clean_line(value))
 
 
 class TierResult(Model):
@@ -55,6 +64,7 @@ class Isolation(Model):
     filesystem: str
     limits: dict[str, float]
     notes: list[str] = []
+    syscall_filter: str = ""  # the seccomp filter every worker ran under, or why there was none
 
 
 class Diagnosis(Model):
@@ -65,7 +75,8 @@ class Diagnosis(Model):
     cases_explained: int  # failing cases whose result matches this misreading's
     cases_failing: int  # failing cases in all
     checks: list[str]  # the checks those cases belong to
-    owners: list[str]  # the checks that charge it
+    owners: list[str]  # the checks that own it
+    charged_in: list[str] = []  # the owner checks where it explains a failing case
 
 
 class Report(Model):
@@ -91,8 +102,40 @@ class Report(Model):
     diagnosis: list[Diagnosis] = []  # most failing cases explained first
     follow_through: bool = True  # whether cases a charged misreading explains earned their points elsewhere
 
+    # the file name, what the program printed and what its import raised are the learner's own text
+    _clean_name = field_validator("submission")(lambda value: clean_line(value))
+    _clean_command = field_validator("command")(lambda value: clean_line(value, MESSAGE_CHARS))
+    _clean_message = field_validator("message")(lambda value: clean(value, MESSAGE_CHARS))
+    _clean_streams = field_validator("stdout", "stderr")(lambda value: clean(value, STREAM_CHARS))
+
     def checks(self) -> list[CheckResult]:
         return [check for tier in self.tiers for check in tier.checks]
+
+
+SCORE_DECIMALS = 2  # the one rounding rule: a check's score is rounded once, where it is computed
+
+
+def round_score(value: float) -> float:
+    """A score as every report, table and export shows it: rounded to SCORE_DECIMALS (never -0.0)."""
+    return round(value, SCORE_DECIMALS) + 0.0
+
+
+def score_sum(scores: Iterable[float]) -> float:
+    """A tier's or a report's score: the sum of its parts' rounded scores, so it equals the sum of what is shown
+    (the rounding only removes float noise from the addition)."""
+    return round_score(sum(round_score(score) for score in scores))
+
+
+def reproduce_command(problem_id: str, submission: Path, seed: int, root: Path = PROJECT_ROOT) -> str:
+    """The line that grades `submission` again as it was graded, to run as printed from the project root: the
+    project's own interpreter, and the file's path relative to the root (absolute only for a file outside it)."""
+    path = submission.resolve()
+    try:
+        shown = path.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = str(path)
+    return shlex.join([".venv/bin/python", "-m", "grader", "grade", shown, "--problem", problem_id,
+                       "--seed", str(seed)])
 
 
 def write_atomic(path: Path, text: str) -> None:

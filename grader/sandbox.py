@@ -10,6 +10,8 @@ Three levels, strongest first (docs/threat-model.md says what each one defends a
   the caller's uid, mapped to a capability-less root inside its namespace, and has no control group.
 - `limits-only`: rlimits, a private scratch folder and a subreaper that kills what the worker leaves behind;
   no filesystem or network isolation, and nothing stops a learner who attacks the grading user's processes.
+At every level the worker starts from a fixed environment, with keyrings of its own, under the system call
+filter of `seccomp.py`; what a slot's uid leaves in folders every user may write is removed with the box.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from . import cgroups
+from . import cgroups, seccomp
 from .paths import PROJECT_ROOT
 from .report import Isolation
+from .sandbox_init import ENVIRONMENT, _libc
 from .spec import Limits
 
 Level = Literal["namespaces+uid", "user-namespace", "limits-only"]
@@ -49,6 +52,8 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
 NAMESPACES = ["pid", "mount", "net", "ipc", "uts"]
 BOX_TMPFS_MB = 64  # each of /scratch, /tmp and /dev/shm; memory-backed, counted in the slot's control group
+# Where a slot's uid can leave files without namespaces: the host's folders that every user may write
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock", "/var/lock", "/var/crash")
 
 
 def _probe(args: list[str]) -> bool:
@@ -285,22 +290,23 @@ class Box:
     def command(self) -> list[str]:
         """The process to start; it reads `init_config()` on its stdin."""
         prefix: list[str] = []
+        unshare = shutil.which("unshare") or "unshare"  # found with the judge's PATH: the box's own is fixed
         if self.level == "namespaces+uid":
-            prefix = [*_die_with_judge(), "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc",
+            prefix = [*_die_with_judge(), unshare, "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc",
                       "--uts", "--"]
         elif self.level == "user-namespace":
-            prefix = [*_die_with_judge(), "unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
+            prefix = [*_die_with_judge(), unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
                       "--mount", "--net", "--ipc", "--uts", "--"]
         return [*prefix, _python(), "-I", "-S", str(INIT_SCRIPT)]
 
+    def environment(self) -> dict[str, str]:
+        """The whole environment of the worker and of every process that starts it: nothing of the judge's."""
+        if self.confined:
+            return dict(ENVIRONMENT)
+        scratch = str(self.home / "scratch")
+        return {**ENVIRONMENT, "HOME": scratch, "TMPDIR": scratch}
+
     def init_config(self, worker_config: dict[str, object]) -> bytes:
-        env = {
-            "PATH": "/usr/bin:/bin", "HOME": "/scratch" if self.confined else str(self.home / "scratch"),
-            "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-        }
-        if not self.confined:
-            env["TMPDIR"] = str(self.home / "scratch")
         bootstrap = (
             "import sys, runpy; sys.path.insert(0, sys.argv[1]); sys.argv = [sys.argv[0], sys.argv[2]]; "
             "runpy.run_module('worker', run_name='__main__', alter_sys=True)"
@@ -308,7 +314,7 @@ class Box:
         argv = [_python(), "-I", "-u", "-c", bootstrap, self.runtime, json.dumps(worker_config)]
         inside = 0 if self.level == "user-namespace" else self.uid
         init: dict[str, object] = {
-            "argv": argv, "env": env, "rlimits": self.rlimits(), "uid": inside, "gid": inside,
+            "argv": argv, "env": self.environment(), "rlimits": self.rlimits(), "uid": inside, "gid": inside,
             "drop_uid": self.drops_uid, "die_with_parent": True,
             "cwd": str(self.home / "scratch"), "tmp_mb": BOX_TMPFS_MB,
             "cgroups": self.cgroup.procs_files if self.cgroup else [],
@@ -334,6 +340,7 @@ class Box:
                         "folder"),
             limits=limits,
             notes=self._notes(),
+            syscall_filter=_syscall_filter(),
         )
 
     def _notes(self) -> list[str]:
@@ -344,8 +351,8 @@ class Box:
                       "leaves running"]
         elif self.level == "limits-only":
             notes += ["no namespaces: the worker runs as the grading user, can read and write what that user can, "
-                      "reach the network and signal or trace the grader's own processes; a subreaper kills what it "
-                      "leaves running unless it kills the subreaper first"]
+                      "reach the network and signal the grader's own processes; a subreaper kills what it leaves "
+                      "running unless it kills the subreaper first"]
         if self.level == "user-namespace":
             notes += ["the worker keeps the grading user's uid outside its namespace (a root without "
                       "capabilities inside): within the box it reads what that user can read"]
@@ -355,10 +362,53 @@ class Box:
         if self.cgroup is None:
             notes += ["no control group: memory and process limits hold per process, not for all of the "
                       "worker's processes together"]
+        if not seccomp.kernel_has_seccomp(_libc):
+            notes += ["no system call filter: this kernel has no seccomp, so the worker may make any system call, "
+                      "keyrings, SysV and POSIX IPC, ptrace and new namespaces included"]
         return notes
 
     def cleanup(self) -> None:
+        """Remove the box and whatever its worker left: its control group, and, for a slot's uid, its files in
+        the host's shared folders, so the slot's next submission starts from nothing. Call before releasing the
+        slot, whose next holder would otherwise find its own processes and files removed."""
         if self.cgroup is not None:
             self.cgroup.kill_all()
             self.cgroup.remove()
+        if self.drops_uid:
+            remove_files_of(self.uid, SHARED_WRITABLE)
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+@functools.cache
+def _syscall_filter() -> str:
+    if not seccomp.kernel_has_seccomp(_libc):
+        return "none: this kernel has no seccomp"
+    return seccomp.summary(platform.machine())
+
+
+def remove_files_of(uid: int, roots: Iterable[str]) -> list[str]:
+    """Remove every entry `uid` owns below `roots` (a folder with all it holds), descending only into folders
+    others may write to: the only places, besides its own folders, where `uid` can have created anything.
+    Links are removed, never followed."""
+    removed: list[str] = []
+    folders, seen = [Path(root) for root in roots], set()
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    Path(entry.path).unlink(missing_ok=True)
+                removed.append(entry.path)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                folders.append(Path(entry.path))
+    return removed

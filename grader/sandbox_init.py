@@ -5,7 +5,8 @@ can read), usually under `unshare`. Standard library only, so it imports nothing
 Every step that fails aborts with exit status 97 and a line on stderr: a worker that cannot be confined is never
 started unconfined. It then forks the worker and stays behind as its init (PID 1 of the namespace, or a child
 subreaper without one): it reaps orphans and, when the worker ends or the judge sends SIGTERM, kills everything
-the worker left running.
+the worker left running. Both run under the system call filter of `seccomp.py`, with keyrings of their own and
+the fixed ENVIRONMENT, whatever the judge's.
 """
 
 from __future__ import annotations
@@ -21,14 +22,27 @@ import sys
 import time
 from collections.abc import Callable
 
+if __package__:
+    from . import seccomp
+else:  # run as a script, where -I puts no folder on sys.path: this one goes last, behind the standard library
+    sys.path.append(os.path.dirname(__file__))
+    import seccomp  # type: ignore[no-redef]
+
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 38, 1, 24
 PR_SET_CHILD_SUBREAPER, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_DUMPABLE = 36, 47, 4, 4
 CAPABILITY_VERSION_3 = 0x20080522
 MNT_DETACH = 2
-PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # syscall numbers; glibc has no wrapper
 SETUP_FAILED = 97
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR = 1, 7
+KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+# The whole environment of a worker and of every process that starts one: nothing of the judge's own reaches a
+# worker, on the stack where the kernel put it at exec (/proc/self/environ) or anywhere else
+ENVIRONMENT = {
+    "PATH": "/usr/bin:/bin", "HOME": "/scratch", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+}
 
 try:
     _libc = ctypes.CDLL("libc.so.6", use_errno=True)  # glibc; find_library would spawn ldconfig
@@ -115,8 +129,8 @@ def build_root(config: dict) -> None:
 def enter_root(box: str) -> None:
     """Make `box` the root and detach the old one, so even a process with capabilities cannot climb out."""
     os.chdir(box)
-    number = PIVOT_ROOT.get(os.uname().machine)
-    if number is None:
+    number = seccomp.numbers(os.uname().machine)["pivot_root"] if os.uname().machine in seccomp.TABLES else None
+    if number is None:  # glibc has no wrapper
         os.chroot(".")
         return
     if _libc.syscall(number, b".", b".") != 0:
@@ -165,6 +179,29 @@ def drop_identity(uid: int, gid: int) -> None:
         fail("could not drop to the worker uid")
 
 
+def own_keyrings(slot_uid: bool) -> None:
+    """A fresh session keyring, never the judge's, whose keys its holder could read whatever their owner; for a
+    slot's own uid, empty user keyrings too, whatever an earlier worker of the slot left there (keyrings live as
+    long as the kernel). Best effort: the filter refuses every keyring call to the worker anyway."""
+    number = seccomp.numbers(os.uname().machine).get("keyctl") if os.uname().machine in seccomp.TABLES else None
+    if number is None:
+        return
+    _libc.syscall(ctypes.c_long(number), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), None)
+    for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING) if slot_uid else ():
+        _libc.syscall(ctypes.c_long(number), ctypes.c_long(KEYCTL_CLEAR), ctypes.c_long(keyring))
+
+
+def filter_system_calls() -> None:
+    """The filter of seccomp.py, or no worker at all; only a kernel without seccomp goes on without one, which
+    the report's isolation record says."""
+    if not seccomp.kernel_has_seccomp(_libc):
+        return
+    try:
+        seccomp.install(_libc)
+    except OSError as exc:
+        fail(f"could not install the system call filter: {exc.strerror or exc}")
+
+
 def confine(config: dict, parent: int | None, death_signal: int = signal.SIGKILL) -> None:
     """Give up every privilege, so that what runs next is no stronger than the worker, and get `death_signal`
     when the parent dies."""
@@ -175,9 +212,11 @@ def confine(config: dict, parent: int | None, death_signal: int = signal.SIGKILL
         drop_identity(config["uid"], config["gid"])
     if privileged:
         clear_capabilities()
+    own_keyrings(slot_uid=bool(config.get("drop_uid")))
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         fail("prctl(PR_SET_NO_NEW_PRIVS)")
     _libc.prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)  # again: a change of uid clears it
+    filter_system_calls()
     if parent is not None and os.getppid() != parent:
         os._exit(SETUP_FAILED)  # the parent died before that
 

@@ -75,7 +75,7 @@ class Worker:
         else:
             self.process = subprocess.Popen(
                 box.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(request_read, response_write), start_new_session=True,
+                pass_fds=(request_read, response_write), start_new_session=True, env=box.environment(),
             )
         os.close(request_read)
         os.close(response_write)

@@ -111,8 +111,9 @@ def gather(graded: list[Graded], out: Path) -> None:
         shutil.copytree(item.folder, target)
 
 
-def merge(dirs: list[Path], out: Path) -> list[Report]:
-    """Join the shards' reports into `out` (their folders copied there) and return them, sorted by stem."""
+def merge(dirs: list[Path], out: Path) -> list[Graded]:
+    """Join the shards' reports into `out` (their folders copied there, under the same names) and return them,
+    sorted by folder."""
     graded = collect(dirs)
     gather(graded, out)
-    return [item.report for item in graded]
+    return graded

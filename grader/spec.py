@@ -42,6 +42,10 @@ class FunctionSpec(Strict):
     name: str
     params: list[str]
     signature: str
+    # for messages: the parameter holding the validity mask (a failing padded element is said to be padding),
+    # and the one holding a group size (a failing element is shown with its whole group)
+    mask_param: str | None = None
+    group_param: str | None = None
 
 
 class TierSpec(Strict):

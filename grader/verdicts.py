@@ -29,3 +29,5 @@ class ExitCode(enum.IntEnum):
     VALIDATION_FAILED = 1  # `validate`: the reference or a known-wrong solution misbehaved
     JUDGE_ERROR = 3  # the harness itself failed; no learner lost points for it
     USAGE = 4  # bad command line, unknown problem, unreadable file
+    IMPORT_FAILED = 5  # `grade`: the submission could not be imported (import_error, import_timeout, import_crashed)
+    BELOW_FAIL_UNDER = 6  # `--fail-under SCORE`: a submission scored below SCORE

@@ -1,7 +1,9 @@
 """Fork sandboxed workers from one process that has already imported torch, so a class pays for it once.
 
 The zygote is trusted and holds nothing secret: it imports torch, the worker package and the sandbox's own
-setup code, never the judge, a problem or the reference. For each submission the judge sends it the box's
+setup code, never the judge, a problem or the reference, and starts from the workers' fixed environment, not
+the judge's. What it receives is the layout of each box (the paths /proc/self/mountinfo shows a worker anyway)
+and the worker's own config. For each submission the judge sends it the box's
 config and four pipe ends over a Unix socket; the zygote forks a child that enters fresh namespaces (as
 `unshare --fork` would), forks the box's init below it, and the init forks the worker, which serves the
 judge without an exec. Every confinement step is the one `sandbox_init` takes for an exec'd worker.
@@ -133,8 +135,6 @@ def serve_forever(sock: socket.socket) -> None:
 
 
 def main() -> None:
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[name] = "1"
     from .worker import __main__ as worker_main  # loaded, and warmed up, once for every worker
 
     worker_main.warm_up()
@@ -181,13 +181,17 @@ class Zygote:
     """A running zygote; `spawn` is safe to call from several judge threads at once."""
 
     def __init__(self, start_timeout: float = 60.0) -> None:
+        from .sandbox_init import ENVIRONMENT
+
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock, self._lock = ours, threading.Lock()
-        # the program comes on stdin: every forked worker shows the zygote's command line as its own, and that
-        # should say nothing about the grader
+        # Every forked worker inherits the zygote's memory, command line and environment, so none of them may say
+        # anything of the judge: the program comes on stdin, the environment is the workers' fixed one (the
+        # judge's would stay on the stack, in /proc/self/environ, whatever a worker does to os.environ), the
+        # folder is the root's.
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-            stdin=subprocess.PIPE, start_new_session=True,
+            stdin=subprocess.PIPE, start_new_session=True, env=ENVIRONMENT, cwd="/",
         )
         theirs.close()
         assert self.process.stdin is not None

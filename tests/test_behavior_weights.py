@@ -15,6 +15,7 @@ from conftest import ROOT, checks_of, tier_scores
 
 from grader.cases import generator_for
 from grader.compare import compare_tensors
+from grader.expectations import reference_series, run_series
 from grader.observation import judge_case, sanitize
 from grader.problem import Problem
 from grader.spec import Tolerance
@@ -108,11 +109,13 @@ def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem
 
 
 def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
-    want = problem.experiment_module.run(**problem.reference)
+    seed = problem.grading_seeds[0]
+    want, _ = reference_series(problem, seed)
     clipfrac_only = {f"clipfrac {v:g}": _constant_clipfrac(problem.reference[PROBLEM], v) for v in (0.0, 1.0)}
     matches = []
     for name, function in {**TRIVIAL, **clipfrac_only}.items():
-        got = problem.experiment_module.run(behavior_weights=function)
+        got, _, failures = run_series(problem, seed, {PROBLEM: function})
+        assert not failures, (name, failures)
         for check in problem.spec.checks:
             if check.kind != "experiment" or (name in clipfrac_only and check.id != "toy_clipfrac"):
                 continue
@@ -140,30 +143,40 @@ def test_reference_matches_oracle_on_every_t1_case(problem: Problem, cases: str)
     assert not failures, "\n".join(failures)
 
 
-def test_toy_bias_matches_the_closed_forms(problem: Problem) -> None:
+def _categorical(problem: Problem, seed: int) -> tuple[list[float], list[float], list[float]]:
+    """The toy's q, p0 and f under `seed`, drawn as its cap sweep draws them."""
+    q, p0, f, _, _ = problem.experiment_module._categorical(generator_for(seed, "experiment:cap_sweep"))
+    return q.tolist(), p0.tolist(), f.tolist()
+
+
+@pytest.mark.parametrize("seed_index", [0, 1])
+def test_toy_bias_matches_the_closed_forms(problem: Problem, seed_index: int) -> None:
     """TIS bias = -E_q[(rho - U) f 1{rho > U}]; ICE-POP bias = -E_q[rho f 1{rho outside [1/U, U]}]."""
-    toy = problem.experiment_module
-    series = toy.run(**problem.reference)
-    rho = [p / q for p, q in zip(toy.P0, toy.Q, strict=True)]
-    for index, cap in enumerate(toy.CAPS):
-        tis = -sum(q * (r - cap) * f for q, r, f in zip(toy.Q, rho, toy.F, strict=True) if r > cap)
-        ice = -sum(q * r * f for q, r, f in zip(toy.Q, rho, toy.F, strict=True) if not 1 / cap <= r <= cap)
+    seed = _seeds(problem)[seed_index]
+    series, _ = reference_series(problem, seed)
+    q, p0, f = _categorical(problem, seed)
+    rho = [a / b for a, b in zip(p0, q, strict=True)]
+    for index, cap in enumerate(problem.experiment_module.CAPS):
+        tis = -sum(qa * (r - cap) * fa for qa, r, fa in zip(q, rho, f, strict=True) if r > cap)
+        ice = -sum(qa * r * fa for qa, r, fa in zip(q, rho, f, strict=True) if not 1 / cap <= r <= cap)
         assert math.isclose(float(series["tis_bias"][index]), tis, rel_tol=0, abs_tol=1e-12), cap
         assert math.isclose(float(series["icepop_bias"][index]), ice, rel_tol=0, abs_tol=1e-12), cap
         assert abs(float(series["is_bias"][index])) < 1e-12
 
 
 def test_toy_ratios_stay_off_the_cap_grid(problem: Problem) -> None:
-    """No ratio sits within 1e-9 of U or 1/U (apart from ratio 1 at U = 1), so rounding cannot flip a curve."""
-    toy = problem.experiment_module
-    for p, q in zip(toy.P0, toy.Q, strict=True):
-        for cap in toy.CAPS:
-            for bound in (cap, 1 / cap):
-                assert p == q or abs(p / q - bound) > 1e-9, (p, q, cap)
+    """Under every seed no ratio sits within 1e-9 of U or 1/U, so rounding cannot flip a curve."""
+    for seed in _seeds(problem):
+        q, p0, _ = _categorical(problem, seed)
+        for a, b in zip(p0, q, strict=True):
+            for cap in problem.experiment_module.CAPS:
+                assert abs(a / b - cap) > 1e-9 and abs(a / b - 1 / cap) > 1e-9, (seed, a, b, cap)
 
 
-def test_reference_series_are_float64_vectors(problem: Problem) -> None:
-    series = problem.experiment_module.run(**problem.reference)
+@pytest.mark.parametrize("seed_index", [0, 1])
+def test_reference_series_are_float64_vectors(problem: Problem, seed_index: int) -> None:
+    series, parts = reference_series(problem, _seeds(problem)[seed_index])
+    assert set(parts) == set(series) and set(parts.values()) == {"cap_sweep", "bf16_endpoints"}
     names = {name for check in problem.spec.checks for name in check.series}
     names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
     assert names <= set(series)

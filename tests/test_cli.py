@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import csv
+import http.server
 import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROBLEM, SMALL_LIMITS, SYNTAX_ERROR_LINE, Batch, checks_of
+from conftest import PROBLEM, ROOT, SAMPLES, SMALL_LIMITS, SYNTAX_ERROR, SYNTAX_ERROR_LINE, Batch, checks_of
 
 from grader.cli import main
+from grader.commands import exit_code, submission_files
+from grader.pages import render_report_page
 from grader.problem import Problem
+from grader.report import Report, reproduce_command
 from grader.verdicts import ExitCode, Status, Verdict
 
 TIMING_KEYS = {"duration_s"}
@@ -178,6 +194,144 @@ def test_help_documents_the_exit_codes(run_cli) -> None:
     result = run_cli("--help")
     assert result.returncode == 0
     assert all(f"{code.value} {code.name.lower()}" in result.stdout for code in ExitCode)
+    readme = (ROOT / "README.md").read_text()
+    assert all(re.search(rf"^\| {code.value} \|", readme, re.MULTILINE) for code in ExitCode), "README's exit codes"
+
+
+# ---------------------------------------------------------------------------------------------- usage errors
+
+
+@pytest.mark.parametrize("args", [["grade"], ["grade", "x.py"], ["grade-all", "--problem", PROBLEM, "--jobs", "abc"],
+                                  ["grade", "x.py", "--problem", PROBLEM, "--fail-under", "lots"], ["no-such-command"]])
+def test_argparse_errors_exit_with_the_usage_code(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == ExitCode.USAGE
+    assert "error:" in capsys.readouterr().err
+
+
+def test_bad_limits_are_one_line_usage_errors(run_main, tmp_path: Path) -> None:
+    (tmp_path / "solution.py").write_text("")
+    code, err = run_main("grade", tmp_path / "solution.py", "--problem", PROBLEM, "--call-timeout", "-1",
+                         "--memory-mb", "10", "--out", tmp_path / "out")
+    assert code == ExitCode.USAGE
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "judge error" not in err
+    assert "--call-timeout -1" in err and "--memory-mb 10" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_grading_a_folder_says_it_is_a_folder(run_main, tmp_path: Path) -> None:
+    code, err = run_main("grade", tmp_path, "--problem", PROBLEM, "--out", tmp_path / "out")
+    assert code == ExitCode.USAGE
+    assert "is a folder" in err and "no such file" not in err and "grade-all" in err
+
+
+def test_missing_submissions_folder_says_no_such_folder(run_main, tmp_path: Path) -> None:
+    code, err = run_main("grade-all", "--problem", PROBLEM, "--submissions", tmp_path / "nowhere", "--out", tmp_path)
+    assert code == ExitCode.USAGE
+    assert "no such folder" in err and "no *.py" not in err
+
+
+def test_a_python_without_the_grader_packages_gets_a_one_line_hint(tmp_path: Path) -> None:
+    """Outside the project's environment (no torch, no pydantic) the command says what to run instead."""
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "grader", "grade", "submissions/x.py", "--problem",
+                           PROBLEM], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert ".venv/bin/python -m grader" in done.stderr and "make setup" in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------- exit codes for CI
+
+
+def _report(data: dict[str, Any], **changes: Any) -> Report:
+    return Report.model_validate({**data, **changes})
+
+
+def test_exit_codes_for_import_failures_and_fail_under(sample_batch: Batch) -> None:
+    full, broken = sample_batch.reports["correct_compact"], sample_batch.reports["broken_syntax"]
+    assert exit_code([_report(full)], fail_under=100, import_fails=True) == ExitCode.OK
+    assert exit_code([_report(full)], fail_under=100.5) == ExitCode.BELOW_FAIL_UNDER
+    assert exit_code([_report(broken)], import_fails=True) == ExitCode.IMPORT_FAILED
+    assert exit_code([_report(broken), _report(full)]) == ExitCode.OK, "grade-all: a class with a broken file"
+    assert exit_code([_report(broken), _report(full)], fail_under=1) == ExitCode.BELOW_FAIL_UNDER
+    judged = _report(full, status=Status.JUDGE_ERROR)
+    assert exit_code([judged, _report(broken)], fail_under=1, import_fails=True) == ExitCode.JUDGE_ERROR
+
+
+def test_a_file_that_does_not_import_fails_grade_and_its_junit(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text(SYNTAX_ERROR)
+    result = run_cli("grade", tmp_path / "broken.py", "--problem", PROBLEM, "--out", tmp_path / "out",
+                     "--junit", tmp_path / "junit.xml", *SMALL_LIMITS)
+    assert result.returncode == ExitCode.IMPORT_FAILED, result.stderr
+    root = ET.fromstring((tmp_path / "junit.xml").read_text())
+    assert int(root.get("errors", -1)) == int(root.get("tests", -1)) > 0 and not list(root.iter("skipped"))
+
+
+# ---------------------------------------------------------------------------------------------- which files
+
+
+def test_grade_all_takes_python_files_in_any_case_and_names_what_it_skips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("ada.py", "BEN.PY", "._ada.py", "notes.txt"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "__pycache__").mkdir()
+    assert [p.name for p in submission_files(tmp_path)] == ["BEN.PY", "ada.py"]
+    said = capsys.readouterr().out
+    assert "._ada.py" in said and "resource fork" in said and "notes.txt" in said
+
+
+# ---------------------------------------------------------------------------------------------- where grades go
+
+
+@pytest.fixture
+def outside_grade(run_cli, cli_env: dict[str, str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A file from outside the class, with the stem of a learner's file, graded without --out."""
+    learner = next(p for p in (ROOT / "submissions" / PROBLEM).glob("*.py"))
+    outside = tmp_path / learner.name
+    shutil.copyfile(SAMPLES / "correct_compact.py", outside)
+    class_report = Path(cli_env["PAPERLEET_ARTIFACTS"]) / PROBLEM / learner.stem / "report.json"
+    class_report.parent.mkdir(parents=True, exist_ok=True)
+    class_report.write_text('{"the class report": "of the learner"}')
+    result = run_cli("grade", outside, "--problem", PROBLEM, "--fail-under", "100.5")  # the problem's own limits
+    assert class_report.read_text() == '{"the class report": "of the learner"}', "the class report was replaced"
+    return result, Path(cli_env["PAPERLEET_ARTIFACTS"]) / "single" / PROBLEM / learner.stem
+
+
+def test_a_file_from_elsewhere_never_replaces_a_class_report(outside_grade) -> None:
+    result, out = outside_grade
+    assert result.returncode == ExitCode.BELOW_FAIL_UNDER, result.stderr  # full marks, below 100.5
+    report = json.loads((out / "report.json").read_text())
+    assert report["score"] == report["max_score"] == 100
+    assert str(out / "report.json") in result.stdout.replace("\n", "")
+
+
+def test_the_printed_command_reproduces_the_grade_from_the_project_root(outside_grade, cli_env: dict[str, str],
+                                                                        tmp_path: Path) -> None:
+    _, out = outside_grade
+    report = json.loads((out / "report.json").read_text())
+    command = shlex.split(report["command"])
+    assert command[:4] == [".venv/bin/python", "-m", "grader", "grade"] and Path(command[4]).is_absolute()
+    python = ROOT / ".venv" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no .venv in the project root (`make setup` makes it)")
+    again = subprocess.run([*command, "--out", str(tmp_path / "again")], cwd=ROOT, env=cli_env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == ExitCode.OK, again.stderr
+    assert json.loads((tmp_path / "again" / "report.json").read_text())["score"] == report["score"]
+
+
+def test_reproduce_commands_are_relative_to_the_project_root(monkeypatch: pytest.MonkeyPatch,
+                                                             submission_batch: Batch) -> None:
+    monkeypatch.chdir(ROOT / "tests")
+    assert reproduce_command(PROBLEM, Path("samples/x.py"), 7) == (
+        f".venv/bin/python -m grader grade tests/samples/x.py --problem {PROBLEM} --seed 7")
+    for stem, report in submission_batch.reports.items():
+        assert f" submissions/{PROBLEM}/{stem}.py " in report["command"], report["command"]
+        assert report["command"].startswith(".venv/bin/python -m grader grade ")
 
 
 def test_previews_have_the_learners_plot_names(run_cli, submission_batch: Batch, tmp_path: Path) -> None:
@@ -187,6 +341,13 @@ def test_previews_have_the_learners_plot_names(run_cli, submission_batch: Batch,
     learner = sorted(p.name for p in (submission_batch.out / "alice_loops").glob("*.png"))
     assert previews == learner == sorted(plot.file for plot in Problem(PROBLEM).spec.plots)
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in tmp_path.glob("*.png"))
+    drawn = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.png")}
+    again = run_cli("previews", "--problem", PROBLEM, "--out", tmp_path)
+    assert again.returncode == ExitCode.OK and "up to date" in again.stdout, again.stdout + again.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.png")} == drawn, "drawn again for nothing"
+    (tmp_path / ".drawn").write_text("drawn from other inputs")  # the problem or the plotting code changed
+    redrawn = run_cli("previews", "--problem", PROBLEM, "--out", tmp_path)
+    assert "wrote" in redrawn.stdout and all(p.stat().st_mtime_ns > drawn[p.name] for p in tmp_path.glob("*.png"))
 
 
 @pytest.mark.slow
@@ -194,3 +355,136 @@ def test_validate_passes(run_cli) -> None:
     result = run_cli("validate", "--problem", PROBLEM, "--jobs", "2")
     assert result.returncode == ExitCode.OK, result.stdout + result.stderr
     assert "valid" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------- the report page
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self.texts.append(data.strip())
+
+
+def _page(report: dict[str, Any]) -> str:
+    return render_report_page(_report(report), [])
+
+
+@pytest.mark.parametrize("name", ["broken_syntax", "hostile_segfault_in_call", "correct_compact"])
+def test_report_page_has_no_dangling_colon(sample_batch: Batch, name: str) -> None:
+    parser = _Text()
+    parser.feed(_page(sample_batch.reports[name]))
+    assert not [t for t in parser.texts if t.endswith(":")]
+
+
+def test_report_page_opens_with_what_failed(sample_batch: Batch) -> None:
+    page = _page(sample_batch.reports["hostile_segfault_in_call"])
+    summary = page[page.index('id="summary"'):page.index("<h2>Tiers")]
+    assert "What failed" in summary and 'href="#check-weights_contract"' in summary and "crashed" in summary
+    assert "signatures" not in summary
+    assert "Every check passed" in _page(sample_batch.reports["correct_compact"])
+    assert "could not be imported" in _page(sample_batch.reports["broken_syntax"])
+
+
+def test_report_page_explains_the_visibility_tags(sample_batch: Batch) -> None:
+    page = _page(sample_batch.reports["correct_compact"])
+    assert 'class="tag" title="learners see its result once grades are published"' in page
+    assert "once grades are published; this page shows every result" in page
+
+
+def test_report_page_scores_are_rounded_once(sample_batch: Batch) -> None:
+    report = _report(sample_batch.reports["correct_compact"])
+    check = report.tiers[0].checks[0]
+    check.score = check.max_score * 7 / 12
+    assert f"{round(check.max_score * 7 / 12, 2):g}/{check.max_score:g}" in render_report_page(report, [])
+
+
+# ---------------------------------------------------------------------------------------------- docs
+
+
+def test_readme_leads_learners_to_the_learner_pack() -> None:
+    readme = (ROOT / "README.md").read_text()
+    learners = readme[readme.index("## For learners"):readme.index("## For graders")]
+    assert "learner pack" in learners and "python check my_solution.py" in learners
+    assert "cp problems/" not in learners and "reference/" not in learners
+    assert "paperleet" in readme and "TORCH=cuda" in readme
+    exports = (ROOT / "docs" / "exports.md").read_text()
+    caveat = exports[exports.index("Keep the virtual environment out of `/tmp`"):]
+    assert "namespaces+uid" in caveat[:400] and "limits-only" in caveat[:400]
+
+
+# ---------------------------------------------------------------------------------------------- make setup
+
+
+def _make(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_make_setup_installs_the_cpu_build_from_pytorchs_index(tmp_path: Path) -> None:
+    plan = _make("-n", "setup", f"VENV={tmp_path / 'venv'}").stdout
+    torch_lines = [line for line in plan.splitlines() if "torch==2.13.0" in line]
+    assert torch_lines and "--index-url https://download.pytorch.org/whl/cpu" in torch_lines[0]
+    assert "--extra-index-url" not in plan
+    rest = next(line for line in plan.splitlines() if "-e '.[dev]'" in line)
+    assert "numpy" in rest and "--index-url" not in rest, "numpy and the project come from the configured index"
+    cuda = _make("-n", "setup", f"VENV={tmp_path / 'venv'}", "TORCH=cuda").stdout
+    assert "torch==2.13.0" in cuda and "download.pytorch.org" not in cuda
+
+
+def test_make_grade_refuses_bad_jobs_before_any_work() -> None:
+    started = time.monotonic()
+    done = _make("grade", "JOBS=abc")
+    assert done.returncode != 0 and "JOBS=abc" in done.stderr
+    assert "grader" not in done.stdout and time.monotonic() - started < 10
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def scratch_venv(tmp_path: Path) -> Path:
+    """A venv that sees this environment's packages (torch, pip) through a plain path, so pip finds torch
+    2.13.0 already installed and downloads nothing."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "host-packages.pth").write_text(next(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    return venv
+
+
+def test_make_torch_falls_back_quickly_when_pytorchs_index_is_out_of_reach(scratch_venv: Path) -> None:
+    started = time.monotonic()
+    done = _make("torch", f"VENV={scratch_venv}", f"TORCH_INDEX=http://127.0.0.1:{_free_port()}/whl/cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^setup: .* is out of reach; installing torch 2.13.0 from the configured index$", done.stdout,
+                     re.MULTILINE)
+    assert time.monotonic() - started < 60
+
+
+@pytest.fixture
+def loopback_index(tmp_path: Path) -> Iterator[str]:
+    """A package index on loopback that answers for torch (with no files: pip must not need any)."""
+    (tmp_path / "index" / "torch").mkdir(parents=True)
+    (tmp_path / "index" / "torch" / "index.html").write_text("<html><body></body></html>")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path / "index"))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+
+
+def test_make_torch_uses_pytorchs_index_when_it_answers(scratch_venv: Path, loopback_index: str) -> None:
+    done = _make("torch", f"VENV={scratch_venv}", f"TORCH_INDEX={loopback_index}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not re.search("^setup: ", done.stdout, re.MULTILINE) and f"--index-url {loopback_index}" in done.stdout

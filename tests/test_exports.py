@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +16,14 @@ import pytest
 import torch
 
 from grader import checks
-from grader.cases import generator_for
-from grader.checks import LearnerFailure, Tally, failure_evidence, run_check
-from grader.exports import gradescope_results, junit_xml
+from grader.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
+from grader.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
 from grader.learner_view import learner_view
 from grader.observation import Outcome, judge_case
 from grader.problem import Problem
-from grader.report import Report, load_report
+from grader.report import Report, load_report, round_score
 from grader.spec import CheckSpec, Tolerance
-from grader.verdicts import Verdict
+from grader.verdicts import Status, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"
@@ -64,6 +64,7 @@ class Exports:
     report: Report
     results: dict
     junit: str
+    wall_s: float  # the `grade` command's wall time, measured around its process
 
     def learner_texts(self) -> dict[str, str]:
         return {"results.json": json.dumps(self.results), "junit.xml": self.junit,
@@ -82,14 +83,16 @@ class Exports:
 def exports(tmp_path_factory: pytest.TempPathFactory) -> Exports:
     out = tmp_path_factory.mktemp("exports")
     env = {**os.environ, "PAPERLEET_ARTIFACTS": str(out / "artifacts")}
+    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "grader", "grade", str(WRONG), "--problem", PROBLEM, "--out", str(out / "report"),
          "--gradescope", str(out / "results.json"), "--junit", str(out / "junit.xml")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
+    wall_s = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     return Exports(load_report(out / "report" / "report.json"), json.loads((out / "results.json").read_text()),
-                   (out / "junit.xml").read_text())
+                   (out / "junit.xml").read_text(), wall_s)
 
 
 # ---------------------------------------------------------------- Gradescope results.json
@@ -118,11 +121,11 @@ def test_gradescope_has_one_test_per_check_with_report_scores(exports: Exports) 
     for test, (tier, check) in zip(tests, checks_in_order, strict=True):
         assert test["name"].startswith(check.id)
         assert test["number"].split(".")[0] == tier.removeprefix("T")
-        assert (test["score"], test["max_score"]) == (check.score, check.max_score)
+        assert (test["score"], test["max_score"]) == (round_score(check.score), check.max_score)
         assert test["status"] == ("passed" if check.verdict == Verdict.PASS else "failed")
         assert tier in test["tags"]
-    assert exports.results["score"] == report.score
-    assert sum(t["score"] for t in tests) == pytest.approx(report.score)
+    assert exports.results["score"] == pytest.approx(report.score, abs=0.01)
+    assert sum(t["score"] for t in tests) == pytest.approx(report.score, abs=0.01)
     assert sum(t["max_score"] for t in tests) == pytest.approx(report.max_score)
 
 
@@ -167,7 +170,7 @@ def test_junit_groups_checks_by_tier_like_report(exports: Exports) -> None:
         assert [c.get("name") for c in cases] == [c.id for c in tier.checks]
         assert int(suite.get("tests", -1)) == len(cases)
         assert int(suite.get("failures", -1)) == sum(c.find("failure") is not None for c in cases)
-        assert float(suite.findall("properties/property")[0].get("value", "nan")) == tier.score
+        assert float(suite.findall("properties/property")[0].get("value", "nan")) == pytest.approx(tier.score, abs=0.01)
         for case, check in zip(cases, tier.checks, strict=True):
             failure = case.find("failure")
             assert (failure is None) == (check.verdict == Verdict.PASS)
@@ -179,38 +182,134 @@ def test_junit_groups_checks_by_tier_like_report(exports: Exports) -> None:
 def test_junit_maps_every_verdict(exports: Exports) -> None:
     report = exports.report.model_copy(deep=True)
     verdicts = [Verdict.ERROR, Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED, Verdict.JUDGE_ERROR]
-    for check, verdict in zip(report.tiers[0].checks, verdicts, strict=False):
+    report.diagnosis = []
+    for position, check in enumerate(report.tiers[0].checks):
+        verdict = verdicts[position] if position < len(verdicts) else Verdict.PASS
         check.verdict, check.learner_message = verdict, f"went wrong \x07 <{verdict}> & more"
     suite = ET.fromstring(junit_xml(report)).findall("testsuite")[0]
     _validate_junit(suite)
-    assert (suite.get("errors"), suite.get("skipped"), suite.get("failures")) == ("4", "1", "0")
+    assert (suite.get("errors"), suite.get("skipped"), suite.get("failures")) == ("5", "0", "0")
     outputs = [t["output"] for t in gradescope_results(report)["tests"][:5]]
     assert [o.split()[0] for o in outputs] == [f"[{v}]" for v in verdicts]
+
+
+def _not_imported(report: Report, status: Status) -> Report:
+    """`report` as if its file had not imported (or had run out of time): every check skipped, none scored."""
+    broken = report.model_copy(deep=True)
+    broken.status, broken.score, broken.message = status, 0.0, "importing ratio_inverted.py failed at line 4"
+    for tier in broken.tiers:
+        tier.score = 0.0
+        for check in tier.checks:
+            check.verdict, check.score = Verdict.SKIPPED, 0.0
+            check.message = check.learner_message = broken.message
+    return broken
+
+
+@pytest.mark.parametrize("status", [Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED,
+                                    Status.BUDGET_EXCEEDED])
+def test_junit_counts_a_file_that_did_not_run_as_errors(exports: Exports, status: Status) -> None:
+    root = ET.fromstring(junit_xml(_not_imported(exports.report, status)))
+    _validate_junit(root)
+    cases = list(root.iter("testcase"))
+    assert int(root.get("errors", -1)) == int(root.get("tests", -1)) == len(cases) > 0
+    assert not list(root.iter("skipped")) and all(s.get("skipped") == "0" for s in root.iter("testsuite"))
+    assert {case.find("error").get("type") for case in cases} == {str(status)}  # type: ignore[union-attr]
+
+
+def test_class_junit_has_one_suite_per_submission(exports: Exports) -> None:
+    other = _not_imported(exports.report, Status.IMPORT_ERROR)
+    other.submission = "broken.py"
+    root = ET.fromstring(class_junit_xml([exports.report, other]))
+    _validate_junit(root)
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["broken.py", exports.report.submission]
+    checks = len(exports.report.checks())
+    assert all(int(s.get("tests", -1)) == len(s.findall("testcase")) == checks for s in suites)
+    assert int(suites[0].get("errors", -1)) == checks
+    properties = {p.get("name"): p.get("value") for p in suites[1].iter("property")}
+    assert properties["status"] == "graded"
+    assert float(properties["score"]) == pytest.approx(exports.report.score, abs=0.01)
+    assert int(root.get("tests", -1)) == 2 * checks
+
+
+def _withheld(results: dict) -> list[dict]:
+    return [t for t in results["tests"] if t["visibility"] != "visible"]
+
+
+def test_gradescope_output_says_nothing_a_held_back_test_does_not(exports: Exports) -> None:
+    """Gradescope always shows `output` and hides the total while a test is after_published: so `output` must
+    read the same whatever the held-back tests scored, and never state the total."""
+    results = exports.results
+    held = _withheld(results)
+    assert held and {t["visibility"] for t in held} == {"after_published"}
+    other = exports.report.model_copy(deep=True)
+    for check in other.checks():
+        if check.visibility != "visible":
+            check.score = check.max_score - check.score  # what the held-back tests score, turned around
+    again = gradescope_results(other)
+    assert [t["score"] for t in _withheld(again)] != [t["score"] for t in held]
+    assert again["output"] == results["output"]
+    total = f"{results['score']:g}/{exports.report.max_score:g}"
+    assert total not in results["output"]
+    shown = [t for t in results["tests"] if t["visibility"] == "visible"]
+    assert f"{sum(t['score'] for t in shown):g}/{sum(t['max_score'] for t in shown):g} points" in results["output"]
+    assert "once grades are published" in results["output"]
+
+
+def test_gradescope_output_states_the_total_once_everything_is_visible(exports: Exports) -> None:
+    visible = exports.report.model_copy(deep=True)
+    for check in visible.checks():
+        check.visibility = "visible"
+    results = gradescope_results(visible)
+    assert f"{results['score']:g}/{visible.max_score:g} points" in results["output"]
+
+
+def test_gradescope_refuses_a_hidden_check_worth_points() -> None:
+    hidden = _check().model_copy(update={"visibility": "hidden"})
+    assert gradescope_refusal([_check()]) is None
+    why = gradescope_refusal([hidden])
+    assert why is not None and "probe" in why and "after_published" in why
+
+
+def test_exports_round_scores_once_and_add_them_up(exports: Exports) -> None:
+    """A check worth 35/12 points shows 2.92 everywhere; tier and total scores are the sums of what is shown."""
+    report = exports.report.model_copy(deep=True)
+    for check in report.checks():
+        check.score = check.max_score * 7 / 12
+    results = gradescope_results(report)
+    scores = [t["score"] for t in results["tests"]]
+    assert all(score == round(score, 2) for score in scores) and any(score != round(score, 1) for score in scores)
+    assert results["score"] == round(sum(scores), 2)
+    view = learner_view(report)
+    for tier in view["tiers"]:
+        assert tier["score"] == round(sum(c["score"] for c in tier["checks"]), 2)
+    assert view["score"] == round(sum(t["score"] for t in view["tiers"]), 2) == results["score"]
+    junit = ET.fromstring(junit_xml(report))
+    for suite, tier in zip(junit.findall("testsuite"), view["tiers"], strict=True):
+        assert float(suite.findall("properties/property")[0].get("value", "nan")) == tier["score"]
+
+
+def test_a_checks_score_is_rounded_where_it_is_computed() -> None:
+    passed, failed = Outcome(Verdict.PASS), Outcome(Verdict.FAIL, failure_evidence(LearnerFailure(Verdict.FAIL, "x")))
+    result = Tally([CaseOutcome("a", False, passed), CaseOutcome("b", False, failed),
+                    CaseOutcome("c", False, failed)]).result(_check(), 0.0)
+    assert result.score == round_score(4 / 3) == 1.33
+
+
+def test_gradescope_execution_time_covers_the_whole_command(exports: Exports) -> None:
+    # the process's own start-up and exit are all that is left out
+    assert exports.results["execution_time"] >= 0.8 * exports.wall_s - 1 > 0
 
 
 # ---------------------------------------------------------------- learner-facing outputs leak nothing hidden
 
 
-def _hidden_labels(report: Report) -> list[str]:
-    problem = Problem(PROBLEM)
-    labels = []
-    for check in problem.spec.checks:
-        if check.cases:
-            calls = problem.case_generator(check.cases)(generator_for(report.seed, check.cases))
-            labels += [c.label for c in calls if c.hidden]
-    return labels
-
-
 def test_learner_outputs_hold_no_hidden_case_details(exports: Exports) -> None:
     report = exports.report
-    hidden = {c.id: c for c in report.checks() if c.visibility == "after_published"}
-    assert hidden and all(c.verdict == Verdict.FAIL for c in hidden.values())
-    labels = _hidden_labels(report)
-    assert labels and all(f"case '{label}'" not in c.learner_message for c in hidden.values() for label in labels)
-    assert any(label in c.message for c in hidden.values() for label in labels), "report.json keeps the detail"
+    hidden = {c.id: c for c in report.checks() if c.visibility == "after_published" and c.verdict == Verdict.FAIL}
+    assert hidden, "ratio_inverted fails some hidden check"
+    # a hidden case's label names only its non-secret parameters (dtype, shape, mode); its values stay out
     for where, text in exports.learner_texts().items():
-        for label in labels:
-            assert label not in text, (where, label)
         assert not re.search(rf"(?<![\d.]){report.seed}(?![\d.])", text), where
         assert "seed" not in text.lower(), where
     for check in hidden.values():
@@ -229,7 +328,7 @@ def test_learner_view_keeps_scores_and_drops_instructor_fields(exports: Exports)
     assert not {"seed", "command", "stdout", "stderr", "isolation", "submission_sha256"} & set(view)
     assert view["score"] == exports.report.score
     pairs = zip([c for t in view["tiers"] for c in t["checks"]], exports.report.checks(), strict=True)
-    assert all(v["message"] == c.learner_message and v["score"] == c.score for v, c in pairs)
+    assert all(v["message"] == c.learner_message and v["score"] == round_score(c.score) for v, c in pairs)
 
 
 # ---------------------------------------------------------------- every message path is hidden-safe
@@ -287,21 +386,22 @@ def test_judge_case_learner_message_is_hidden_safe(name: str) -> None:
     outcome = judge_case("masked_is_weights", sent, got, want, aspects, TOLERANCES)
     assert outcome.verdict != Verdict.PASS and outcome.mismatch is not None
     assert _secret_free(outcome.mismatch.learner_message), outcome.mismatch.learner_message
-    result = Tally([(f"case with inputs {SECRET}", True, outcome)]).result(_check(), 0.0)
-    assert _secret_free(result.learner_message) and SECRET in result.message
+    # a hidden case's label names only non-secret parameters (dtype, shape, mode): it may be shown
+    result = Tally([CaseOutcome("a hidden case", True, outcome)]).result(_check(), 0.0)
+    assert _secret_free(result.learner_message) and outcome.mismatch.message in result.message
 
 
 def test_visible_case_keeps_its_detail_for_the_learner() -> None:
     got, want, aspects, sent = CASES["values"]
-    result = Tally([("a visible case", False, judge_case("f", sent, got, want, aspects, TOLERANCES))]).result(
-        _check(), 0.0)
+    outcome = judge_case("f", sent, got, want, aspects, TOLERANCES)
+    result = Tally([CaseOutcome("a visible case", False, outcome)]).result(_check(), 0.0)
     assert result.learner_message == result.message and "a visible case" in result.learner_message
 
 
 @pytest.mark.parametrize("verdict", [Verdict.FAIL, Verdict.ERROR, Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED])
 def test_learner_failures_of_hidden_cases_are_hidden_safe(verdict: Verdict) -> None:
     evidence = failure_evidence(LearnerFailure(verdict, f"forged frame naming {SECRET}"))
-    result = Tally([("hidden", True, Outcome(verdict, evidence))]).result(_check(), 0.0)
+    result = Tally([CaseOutcome("hidden", True, Outcome(verdict, evidence))]).result(_check(), 0.0)
     assert _secret_free(result.learner_message) and SECRET in result.message
 
 
@@ -310,6 +410,6 @@ def test_judge_errors_show_learners_no_exception_text(monkeypatch: pytest.Monkey
         raise RuntimeError(f"reference failed on {SECRET}")
 
     monkeypatch.setitem(checks.REGISTRY, "differential", broken)
-    result = run_check(None, _check())  # type: ignore[arg-type]
+    result = run_check(None, _check()).result()  # type: ignore[arg-type]
     assert result.verdict == Verdict.JUDGE_ERROR
     assert SECRET in result.message and _secret_free(result.learner_message)

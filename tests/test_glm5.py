@@ -7,6 +7,7 @@ import torch
 from conftest import SAMPLES, Batch, checks_of, tier_scores
 
 from grader.cases import generator_for
+from grader.expectations import reference_series
 from grader.observation import judge_case, sanitize
 from grader.problem import Problem, load_module
 from grader.verdicts import Status, Verdict
@@ -113,8 +114,10 @@ def test_random_cases_keep_and_reject_a_valid_token(problem: Problem, seed_index
         assert float(problem.reference["offpolicy_loss"](**call.kwargs)) != 0, call.label
 
 
-def test_reference_series_are_float64_vectors(problem: Problem) -> None:
-    series = problem.experiment_module.run(**problem.reference)
+@pytest.mark.parametrize("seed_index", [0, 1])
+def test_reference_series_are_float64_vectors(problem: Problem, seed_index: int) -> None:
+    series, parts = reference_series(problem, [problem.spec.public_seed, *problem.grading_seeds][seed_index])
+    assert set(parts) == set(series) and set(parts.values()) == {"ratio_sweep", "stale_bandit"}
     names = {name for check in problem.spec.checks for name in check.series}
     names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
     assert names <= set(series)

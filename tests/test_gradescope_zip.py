@@ -18,6 +18,7 @@ import pytest
 
 from grader.gradescope_zip import build_zip
 from grader.problem import Problem
+from grader.spec import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"
@@ -81,6 +82,7 @@ class Autograder:
         folder.mkdir()
         for name, content in submission.items():
             text = content.read_text() if isinstance(content, Path) else content
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
         done = _run([str(self.root / "run_autograder")],
                     env={"AUTOGRADER_ROOT": str(self.root), "VENV": str(venv or self.venv)}, cwd=self.root)
@@ -142,12 +144,42 @@ def test_run_autograder_reports_a_broken_submission(autograder: Autograder) -> N
 @pytest.mark.parametrize(("files", "says"), [
     ({}, "No Python file"),
     ({"notes.txt": "nothing to grade"}, "No Python file"),
-    ({"a.py": "", "b.py": ""}, "holds 2 Python files"),
+    ({"a.py": "", "b.py": ""}, "holds 2 Python files: a.py, b.py"),
 ])
 def test_run_autograder_always_writes_results(autograder: Autograder, files: dict, says: str) -> None:
     results = autograder.run(files)
     _spec_shaped(results)
     assert results["score"] == 0 and says in results["output"]
+
+
+def test_run_autograder_sets_macos_resource_forks_aside(autograder: Autograder) -> None:
+    """A zip made on macOS holds __MACOSX/._name beside the file: graded as one file, and the learner is told."""
+    results = autograder.run({"my_solution.py": WRONG, "__MACOSX/._my_solution.py": "\x00\x05\x16\x07 fork"})
+    _spec_shaped(results)
+    assert results["score"] > 0 and results["tests"]
+    assert results["output"].startswith("Graded my_solution.py.") and "__MACOSX/._my_solution.py" in results["output"]
+
+
+def test_run_autograder_grades_an_upper_case_extension(autograder: Autograder) -> None:
+    results = autograder.run({"SOLUTION.PY": WRONG})
+    assert results["score"] > 0 and results["output"].startswith("Graded SOLUTION.PY.")
+
+
+def test_run_autograder_names_the_files_it_found(autograder: Autograder) -> None:
+    results = autograder.run({"a.py": "", "sub/b.py": "", 'c"\\.py': ""})
+    _spec_shaped(results)
+    assert results["score"] == 0 and "a.py" in results["output"] and "sub/b.py" in results["output"]
+    assert 'c?' in results["output"], "a learner's file name is shown reduced to safe characters"
+
+
+def test_zip_refuses_a_hidden_check_worth_points(tmp_path: Path) -> None:
+    """Gradescope shows the total while only `hidden` tests are held back: their points would show through it."""
+    problem = Problem(PROBLEM)
+    checks = [c.model_copy(update={"visibility": "hidden"}) if c.tier == "T1" else c for c in problem.spec.checks]
+    problem.spec = problem.spec.model_copy(update={"checks": checks})
+    with pytest.raises(SpecError, match="after_published"):
+        build_zip(problem, tmp_path / "refused.zip")
+    assert not (tmp_path / "refused.zip").exists()
 
 
 def test_run_autograder_without_setup_writes_results(autograder: Autograder) -> None:

@@ -3,9 +3,12 @@ what it must not, forge its report or raise its score above what an honest equiv
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
+import shutil
 import socket
 import threading
 import time
@@ -14,18 +17,34 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
+import torch
 from conftest import PROBLEM, ROOT, checks_of
 
-from grader.report import load_report
+from grader import commands, plots
+from grader.containment import LEARNER_SENTENCE, judge_error_report
+from grader.judge import Graded
+from grader.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
+from grader.problem import Problem
+from grader.report import Report, load_report
 from grader.sandbox import BOX_TMPFS_MB, MAX_SLOTS, SLOT_UID_BASE
-from grader.verdicts import ExitCode, Verdict
+from grader.spec import Tolerance
+from grader.text import MESSAGE_CHARS, clean_line, csv_cell, submission_folder
+from grader.verdicts import ExitCode, Status, Verdict
 
 pytestmark = pytest.mark.slow
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 FILES = sorted(p.stem for p in HOSTILE.glob("*.py"))
+# File names no repository should hold (or can: undecodable bytes), each given to a copy of honest_correct.py in
+# the batch's folder: each must be graded like it, into a folder of its own, and reach every output escaped.
+ODD_NAMES = ["summary.csv.py", "index.html.py", "shards.py", "previews.py", "...py", "..py", "[red]x[blink].py",
+             "\x1b[31mred\x1b[0m\u202eyp.py", "\x9b2J c1.py", "=HYPERLINK(\"http:x\").py", "+1.py", "-1.py",
+             "@SUM(A1).py", "\tTAB.py", os.fsdecode(b"lone \xed\xa0\x80 \xff\xfe bytes.py")]
+FORMULA_NAMES = [name for name in ODD_NAMES if name.startswith(("=", "+", "-", "@", "\t"))]
+FOLDERS = {**{stem: stem for stem in FILES}, **{name: submission_folder(name) for name in ODD_NAMES}}
 BUDGET_S, IMPORT_TIMEOUT_S, MEMORY_MB = 30, 15, 2048
 LIMITS = ["--call-timeout", "2", "--import-timeout", str(IMPORT_TIMEOUT_S), "--budget", str(BUDGET_S),
           "--memory-mb", str(MEMORY_MB)]
@@ -57,7 +76,9 @@ class Hostile:
     """The batch: the CLI's outcome, every report, and what was found on the machine right after."""
 
     returncode: int
+    stdout: str
     stderr: str
+    base: Path
     out: Path
     reports: dict[str, dict[str, Any]]
     strays: list[str]
@@ -176,16 +197,21 @@ def hostile(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     for stale in marker_files():
         stale.unlink()  # left by an earlier, failed run; this run must leave none of its own
     base = tmp_path_factory.mktemp("hostile")
-    out = base / "out"
+    out, submissions = base / "out", base / "submissions"
+    submissions.mkdir()
+    for path in HOSTILE.glob("*.py"):
+        shutil.copyfile(path, submissions / path.name)
+    for name in ODD_NAMES:
+        shutil.copyfile(HOSTILE / "honest_correct.py", os.path.join(os.fsencode(submissions), os.fsencode(name)))
     with listening() as listeners:
-        result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", HOSTILE, "--out", out, "--jobs", "2",
+        result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", submissions, "--out", out, "--jobs", "2",
                          *LIMITS, timeout=1200)
         strays = stray_processes()
         time.sleep(4)  # a daemon that survived would have woken up (3 s) and written by now
         strays_later = stray_processes()
     reports = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/report.json")}
-    return Hostile(result.returncode, result.stderr, out, reports, strays, strays_later, marker_files(base),
-                   list(listeners.knocks))
+    return Hostile(result.returncode, result.stdout, result.stderr, base, out, reports, strays, strays_later,
+                   marker_files(base), list(listeners.knocks))
 
 
 def score_of(hostile: Hostile, stem: str) -> float:
@@ -198,7 +224,7 @@ def stdout_of(hostile: Hostile, stem: str) -> str:
 
 def test_the_batch_ends_ok_with_a_report_per_file(hostile: Hostile) -> None:
     assert hostile.returncode == ExitCode.OK, hostile.stderr[-3000:]
-    assert sorted(hostile.reports) == FILES
+    assert sorted(hostile.reports) == sorted(FOLDERS.values())
 
 
 @pytest.mark.parametrize("stem", FILES)
@@ -301,3 +327,278 @@ def test_the_isolation_in_force_is_recorded(hostile: Hostile) -> None:
         assert isolation["level"] == "namespaces+uid"
         assert SLOT_UID_BASE <= isolation["uid"] < SLOT_UID_BASE + MAX_SLOTS
     assert isolation["limits"]["RLIMIT_AS"] == MEMORY_MB << 20
+
+
+# ---------------------------------------------------------------------------------------------- per-file containment
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+def _submission_name(key: str) -> str:
+    return f"{key}.py" if key in FILES else key
+
+
+def test_a_class_holding_every_hostile_file_gets_its_outputs(hostile: Hostile) -> None:
+    rows = _rows(hostile.out / "summary.csv")
+    assert sorted(row["submission"] for row in rows) == sorted(csv_cell(_submission_name(k)) for k in FOLDERS)
+    page = (hostile.out / "index.html").read_text(encoding="utf-8")
+    links = {unquote(link) for link in re.findall(r'href="([^"#]+/report\.html)', page)}
+    assert links == {f"{folder}/report.html" for folder in FOLDERS.values()}
+    for folder in FOLDERS.values():
+        assert (hostile.out / folder / "report.json").is_file() and (hostile.out / folder / "report.html").is_file()
+    # nothing lands beside --out or on a class output: `...py` and `..py` write into folders of their own
+    assert sorted(p.name for p in hostile.base.iterdir()) == ["out", "submissions"]
+    assert {p.name for p in hostile.out.iterdir()} == {"summary.csv", "index.html", *FOLDERS.values()}
+
+
+@pytest.mark.parametrize("name", ODD_NAMES, ids=ascii)
+def test_an_odd_file_name_is_graded_like_any_other(hostile: Hostile, name: str) -> None:
+    report = hostile.reports[submission_folder(name)]
+    assert report["submission"] == clean_line(name)
+    assert report["status"] == "graded" and report["score"] == score_of(hostile, "honest_correct")
+
+
+def test_file_names_that_spreadsheets_evaluate_are_inert_in_the_summary(hostile: Hostile) -> None:
+    cells = {row["submission"] for row in _rows(hostile.out / "summary.csv")}
+    assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) for cell in cells)
+    assert {csv_cell(name) for name in FORMULA_NAMES} <= cells
+
+
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def test_no_learner_text_reaches_an_output_raw(hostile: Hostile) -> None:
+    for path in [*hostile.out.rglob("*.json"), *hostile.out.rglob("*.html"), hostile.out / "summary.csv"]:
+        text = path.read_text(encoding="utf-8")  # strict: a surrogate could not have been written
+        assert not RAW.search(text), (path, RAW.search(text))
+    assert not RAW.search(hostile.stdout) and "\x1b" not in hostile.stderr
+    assert "[red]x[blink].py" in hostile.stdout  # rich markup shown as text, not applied
+    report = hostile.reports["text_hostile_messages"]
+    messages = " ".join(c["message"] for c in checks_of(report).values())
+    assert "\\x1b[2J" in messages and "\\u202e" in messages and "\N{REPLACEMENT CHARACTER}" in messages
+    assert "\\x1b[31m" in report["stdout"] and "\\x1b]8;;" in report["stderr"]
+
+
+@pytest.mark.parametrize("stem", ["text_huge_import_error", "text_huge_exception_type"])
+def test_megabytes_of_learner_text_leave_the_report_small(hostile: Hostile, stem: str) -> None:
+    assert (hostile.out / stem / "report.json").stat().st_size < 512 << 10
+    assert all(len(c["message"]) <= MESSAGE_CHARS for c in checks_of(hostile.reports[stem]).values())
+
+
+def test_a_huge_import_error_is_cut_with_a_count(hostile: Hostile) -> None:
+    assert re.search(r"more characters\)$", hostile.reports["text_huge_import_error"]["message"])
+
+
+@pytest.mark.parametrize(("stem", "words"), [
+    ("forge_frame_nested", ["could not be accepted", "is not a string"]),
+    ("return_exotic_dtypes", ["could not be accepted", "float8_e4m3fn"]),
+    ("text_huge_exception_type", ["could not be accepted", "characters of text"]),
+])
+def test_forged_or_exotic_answers_are_the_learners_malformed_answer(hostile: Hostile, stem: str,
+                                                                    words: list[str]) -> None:
+    messages = " ".join(c["message"] for c in checks_of(hostile.reports[stem]).values())
+    assert all(word in messages for word in words), messages[:2000]
+
+
+def test_a_loss_of_dtype_bits8_is_malformed(hostile: Hostile) -> None:
+    checks = checks_of(hostile.reports["return_exotic_dtypes"])
+    assert any("torch.bits8" in c["message"] for c in checks.values())
+
+
+@pytest.mark.parametrize("stem", ["text_huge_import_error", "text_hostile_messages"])
+def test_the_terminal_gets_bounded_escaped_text(run_cli, tmp_path: Path, stem: str) -> None:
+    result = run_cli("grade", HOSTILE / f"{stem}.py", "--problem", PROBLEM, "--out", tmp_path / "out", *LIMITS)
+    assert result.returncode in (ExitCode.OK, ExitCode.IMPORT_FAILED), result.stderr[-2000:]
+    assert len(result.stdout) + len(result.stderr) < 64 << 10
+    assert not RAW.search(result.stdout) and "\x1b" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- containment in-process
+
+
+class _NoZygote:
+    def close(self) -> None:
+        pass
+
+
+class _FakeExpectations:
+    """Expectations with nothing to compute: these tests grade nothing for real."""
+
+    def __init__(self, problem: Problem, seed: int) -> None:
+        self.seed = seed
+
+    def warm(self) -> None:
+        pass
+
+    def series(self) -> dict[str, Any]:
+        return {}
+
+
+def _passing(problem: Problem, file: Path, seed: int) -> Report:
+    report = judge_error_report(problem, file, seed, RuntimeError("unused"), "")
+    for check in report.checks():
+        check.verdict, check.score, check.message, check.learner_message = Verdict.PASS, check.max_score, "ok", "ok"
+    return report.model_copy(update={"status": Status.GRADED, "message": ""})
+
+
+@pytest.fixture
+def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """grade_many over three files whose grading the test scripts: a dict stem -> exception raises it there."""
+    problem = Problem(PROBLEM)
+    files = [tmp_path / "in" / f"{stem}.py" for stem in ("ada", "boom", "cleo")]
+    for file in files:
+        file.parent.mkdir(exist_ok=True)
+        file.write_text("# nothing to run here\n")
+    monkeypatch.setattr(commands, "Zygote", _NoZygote)
+    monkeypatch.setattr(commands, "Expectations", _FakeExpectations)
+
+    def run(failures: dict[str, Exception], where: str = "grade") -> tuple[list[Report], ExitCode, Path]:
+        def fake_grade(problem: Problem, file: Path, seed: int, *args: Any, **kwargs: Any) -> Graded:
+            if where == "grade" and file.stem in failures:
+                raise failures[file.stem]
+            return Graded(_passing(problem, file, seed), None)
+
+        real_page = commands.write_report_page
+
+        def fake_page(problem: Problem, report: Report, out_dir: Path, previews: Path) -> Path:
+            if where == "page" and Path(report.submission).stem in failures and report.status == "graded":
+                raise failures[Path(report.submission).stem]
+            return real_page(problem, report, out_dir, previews)
+
+        monkeypatch.setattr(commands, "grade", fake_grade)
+        monkeypatch.setattr(commands, "write_report_page", fake_page)
+        out = tmp_path / "out"
+        reports = commands.grade_many(problem, files, 1, problem.spec.limits, 2,
+                                      out_of=lambda f: out / submission_folder(f.name))
+        code = commands._finish_class(reports, out, [submission_folder(f.name) for f in files])
+        return reports, code, out
+
+    return run
+
+
+@pytest.mark.parametrize("where", ["grade", "page"])
+def test_a_judge_failure_on_one_file_costs_that_file_alone(contained, where: str) -> None:
+    reports, code, out = contained({"boom": RecursionError("maximum recursion depth \udcff\x1b[2J")}, where)
+    by_name = {r.submission: r for r in reports}
+    assert code == ExitCode.JUDGE_ERROR
+    assert by_name["ada.py"].status == by_name["cleo.py"].status == "graded"
+    boom = by_name["boom.py"]
+    assert boom.status == "judge_error" and boom.score == 0 and boom.message == LEARNER_SENTENCE
+    assert all("RecursionError" in c.message and c.learner_message == LEARNER_SENTENCE for c in boom.checks())
+    assert "\x1b" not in boom.checks()[0].message
+    assert load_report(out / "boom" / "report.json").status == "judge_error"  # the page failed, not the report
+    assert [row["status"] for row in _rows(out / "summary.csv")] == ["graded", "judge_error", "graded"]
+    assert (out / "index.html").is_file()
+
+
+def test_a_reference_that_fails_still_leaves_every_file_a_report(contained, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(problem: Problem, seed: int) -> None:
+        raise RuntimeError("the reference failed the toy")
+
+    monkeypatch.setattr(commands, "Expectations", broken)
+    reports, code, out = contained({})
+    assert code == ExitCode.JUDGE_ERROR and [r.status for r in reports] == ["judge_error"] * 3
+    assert len(_rows(out / "summary.csv")) == 3 and (out / "index.html").is_file()
+
+
+def test_a_single_grade_replaces_a_stale_report_with_its_judge_error(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    problem = Problem(PROBLEM)
+    file, out = tmp_path / "ada.py", tmp_path / "out"
+    file.write_text("")
+    out.mkdir()
+    (out / "report.json").write_text("{}")
+
+    def failing(*args: Any, **kwargs: Any) -> Graded:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(commands, "grade", failing)
+    report = commands.grade_into(problem, file, 1, problem.spec.limits, out, _FakeExpectations(problem, 1))
+    assert report.status == "judge_error" and load_report(out / "report.json") == report
+
+
+# ---------------------------------------------------------------------------------------------- plots
+
+
+@pytest.fixture(scope="module")
+def plot_problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def _every_series(problem: Problem, make: Any) -> dict[str, torch.Tensor]:
+    names = {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    return {name: make() for name in names}
+
+
+@pytest.mark.parametrize(("points", "dtype"), [(1 << 20, torch.bfloat16), (1 << 17, torch.float16),
+                                               (1 << 20, torch.float32), (1 << 17, torch.float8_e4m3fn)])
+def test_long_series_cost_the_judge_little(plot_problem: Problem, tmp_path: Path, points: int,
+                                           dtype: torch.dtype) -> None:
+    series = _every_series(plot_problem, lambda: (torch.randn(points) * 1e3).to(dtype))
+    series[plot_problem.spec.plots[0].lines[0].y][::7] = float("inf")
+    started = time.perf_counter()
+    job = PlotJob(plot_problem.spec.plots, tmp_path, reference=series)
+    job.submit(series)
+    submitted = time.perf_counter()
+    written = job.result()
+    assert submitted - started < 2, "preparing a plot must not cost the grading thread"
+    assert time.perf_counter() - started < PLOT_TIMEOUT_S + 5
+    assert written == [plot.file for plot in plot_problem.spec.plots], job.failures
+    assert all((tmp_path / file).stat().st_size < 1 << 20 for file in written)
+
+
+@pytest.mark.parametrize(("make", "why"), [
+    (lambda: torch.zeros(8, dtype=torch.uint8).view(torch.bits8), "dtype torch.bits8"),
+    (lambda: torch.zeros(8, dtype=torch.complex64), "dtype torch.complex64"),
+    (lambda: torch.zeros(2, 4), "2 dimensions"),
+    (lambda: torch.zeros(8, device="meta"), "dense CPU"),
+    (lambda: [1.0, 2.0], "not a tensor"),
+])
+def test_a_series_that_cannot_be_drawn_is_a_missing_plot_with_a_reason(plot_problem: Problem, tmp_path: Path,
+                                                                       make: Any, why: str) -> None:
+    job = PlotJob(plot_problem.spec.plots, tmp_path)
+    job.submit(_every_series(plot_problem, make))
+    assert job.result() == []
+    assert set(job.failures) == {plot.file for plot in plot_problem.spec.plots}
+    assert all(why in reason for reason in job.failures.values()) and why in job.notes()
+
+
+def test_a_plot_over_its_time_limit_is_missing_with_a_reason(plot_problem: Problem, tmp_path: Path) -> None:
+    job = PlotJob(plot_problem.spec.plots, tmp_path, timeout_s=0.01)
+    job.submit(_every_series(plot_problem, lambda: torch.rand(64, dtype=torch.float64)))
+    assert job.result() == [] and all("not drawn within" in why for why in job.failures.values())
+
+
+def test_a_plotting_process_out_of_memory_is_a_missing_plot(plot_problem: Problem, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(plots.LIMITS, "address_space_bytes", 48 << 20)  # too little to import matplotlib
+    job = PlotJob(plot_problem.spec.plots, tmp_path)
+    job.submit(_every_series(plot_problem, lambda: torch.rand(64, dtype=torch.float64)))
+    assert job.result() == [] and all("plotting process" in why for why in job.failures.values())
+
+
+def test_a_learner_plot_overlays_the_reference_and_marks_the_points_out_of_tolerance(plot_problem: Problem) -> None:
+    plot = plot_problem.spec.plots[0]
+    reference = _every_series(plot_problem, lambda: torch.linspace(0, 1, 101, dtype=torch.float64))
+    mine = {name: value.clone() for name, value in reference.items()}
+    mine[plot.lines[0].y][40] = 3.0  # one point off: the kind of bug a side-by-side view hides
+    tolerance = series_tolerances(plot_problem.spec.checks).get(plot.lines[0].y, Tolerance(rtol=0.0, atol=0.0))
+    specs, failures = figure_specs([plot], mine, Path("/nowhere"), "drawn from your functions", reference,
+                                   reference, {plot.lines[0].y: tolerance})
+    learner, preview = specs
+    assert not failures and preview["file"] == preview_file(plot.file)
+    assert learner["marks"]["x"] == [reference[plot.x][40].item()]
+    assert len(learner["reference"]) == len(plot.lines)
+    assert learner["ylim"] == preview["ylim"] and learner["xlim"] == preview["xlim"]
+    assert learner["ylim"][1] > 3.0  # the wrong point is on the axes, not cut off
+    assert all(spec["xlabel"] and spec["ylabel"] for spec in specs)
+    assert not any(line["label"].startswith("your") for line in preview["lines"])
+
+
+def test_reference_previews_never_call_a_curve_yours(plot_problem: Problem) -> None:
+    series = _every_series(plot_problem, lambda: torch.linspace(0, 1, 11, dtype=torch.float64))
+    specs, _ = figure_specs(plot_problem.spec.plots, series, Path("/nowhere"), as_reference=True)
+    labels = [line["label"] for spec in specs for line in spec["lines"]]
+    assert labels and not any(label.lower().startswith("your") for label in labels)

@@ -255,6 +255,56 @@ def test_check_fails_a_known_wrong_file_where_it_must(checked, packs: dict[str, 
     assert all(check in table for check in must_fail) and "fail" in table
 
 
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_pack_readme_installs_the_cpu_build_and_says_what_it_draws(packs: dict[str, Pack], problem_id: str) -> None:
+    readme = dict(packs[problem_id].texts())[f"{problem_id}/README.md"]
+    assert "python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in readme
+    assert "python -m pip install numpy pydantic rich" in readme
+    if packs[problem_id].problem.spec.plots:
+        assert "does not draw them" in readme
+
+
+def test_check_help_and_usage_speak_to_a_learner(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        check_main([])
+    assert exited.value.code == ExitCode.USAGE
+    with pytest.raises(SystemExit) as exited:
+        check_main(["--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert "validation" not in shown and "judge_error" not in shown
+    for code in (ExitCode.OK, ExitCode.JUDGE_ERROR, ExitCode.USAGE, ExitCode.IMPORT_FAILED):
+        assert f"  {code.value}: " in shown
+
+
+def _unzipped(pack: Pack, folder: Path) -> Path:
+    with zipfile.ZipFile(pack.zip_path) as archive:
+        archive.extractall(folder)
+    return folder / pack.problem.id
+
+
+def test_check_without_torch_gives_a_one_line_install_hint(packs: dict[str, Pack], tmp_path: Path) -> None:
+    root = _unzipped(packs[PROBLEMS[0]], tmp_path)
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    done = subprocess.run([str(venv / "bin" / "python"), "check", "solution.py"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == ExitCode.USAGE
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "--index-url https://download.pytorch.org/whl/cpu" in done.stderr
+
+
+def test_check_of_a_file_that_does_not_import_exits_5(packs: dict[str, Pack], learner_python: Path,
+                                                      tmp_path: Path) -> None:
+    root = _unzipped(packs[PROBLEMS[0]], tmp_path)
+    (tmp_path / "broken.py").write_text("def masked_is_weights(:\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERLEET_")} | {"COLUMNS": "160"}
+    done = subprocess.run([str(learner_python), "check", str(tmp_path / "broken.py")], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == ExitCode.IMPORT_FAILED, done.stdout + done.stderr
+    assert "SyntaxError" in done.stdout
+
+
 def test_check_says_when_the_file_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_main([str(tmp_path / "nowhere.py")]) == ExitCode.USAGE
     assert "no such file" in capsys.readouterr().err

@@ -8,7 +8,17 @@ import pytest
 import torch
 
 from grader.compare import MAX_ELEMENTS
-from grader.observation import Malformed, compare_grads, compare_inputs, judge_case, sanitize
+from grader.observation import (
+    ALLOWED_DTYPES,
+    MAX_DEPTH,
+    MAX_ITEMS,
+    Malformed,
+    accept_hello,
+    compare_grads,
+    compare_inputs,
+    judge_case,
+    sanitize,
+)
 from grader.spec import Tolerance
 from grader.verdicts import Verdict
 from grader.worker.protocol import observe_call
@@ -255,3 +265,136 @@ def test_in_place_edit_through_detach_is_caught_end_to_end() -> None:
     got = sanitize(observe_call(sneaky, sent, [], False))
     outcome = judge_case("f", {"logp": X}, got, observed(double), ["inputs_unchanged"], TOLERANCES)
     assert outcome.verdict == Verdict.FAIL
+
+
+# ---------------------------------------------------------------- allow-list of what may cross to the judge
+
+
+@pytest.mark.parametrize("dtype", sorted(ALLOWED_DTYPES, key=str))
+def test_allowed_dtypes_are_accepted(dtype: torch.dtype) -> None:
+    got = sanitize(tensor_output(torch.zeros(2, 3, dtype=dtype)))
+    assert got["output"]["value"].dtype == dtype
+
+
+@pytest.mark.parametrize("value", [
+    torch.zeros(3, dtype=torch.float8_e4m3fn), torch.zeros(3, dtype=torch.float8_e5m2),
+    torch.zeros(3, dtype=torch.uint8).view(torch.bits8), torch.zeros(3, dtype=torch.complex64),
+    torch.zeros(3, dtype=torch.uint16), torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8),
+])
+def test_dtypes_outside_the_allow_list_are_malformed(value: torch.Tensor) -> None:
+    with pytest.raises(Malformed, match="dtype"):
+        sanitize(tensor_output(value))
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    (torch.zeros(3).to_sparse(), "dense"), (torch.zeros(3, device="meta"), "device"),
+    (torch.zeros([1] * 17), "dimensions"),
+])
+def test_layouts_devices_and_shapes_outside_the_allow_list_are_malformed(value: torch.Tensor, reason: str) -> None:
+    with pytest.raises(Malformed, match=reason):
+        sanitize(tensor_output(value))
+
+
+def test_an_accepted_answer_is_a_fresh_copy_without_unknown_keys() -> None:
+    forged = {**tensor_output(X), "op": "observed", "payload": [[[[[]]]]], "tainted": False}
+    forged["output"]["smuggled"] = object()
+    got = sanitize(forged)
+    assert set(got) == {"output", "inputs_after"} and "smuggled" not in got["output"]
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("forged", [
+    {"raised": {"type": "ValueError", "bases": _nested(50_000), "message": "deep"}},
+    {"raised": {"type": "ValueError", "bases": ["ValueError"], "message": _nested(50_000)}},
+    {"output": {"kind": "python", "type": "list", "value": _nested(50_000)}},
+    {"output": {"kind": "sequence", "type": "list", "items": [{"kind": "sequence", "type": "t", "items": [
+        {"kind": "sequence", "type": "t", "items": [{"kind": "sequence", "type": "t", "items": [
+            {"kind": "sequence", "type": "t", "items": [{"kind": "sequence", "type": "t", "items": []}]}]}]}]}]}},
+    {**tensor_output(X), "grads": {("logp",): X}},
+    {**tensor_output(X), "inputs_after": {"logp": X, 7: X}},
+])
+def test_deep_or_odd_nesting_is_malformed_never_a_recursion_error(forged: dict[str, Any]) -> None:
+    with pytest.raises(Malformed):
+        sanitize(forged)
+
+
+def test_every_sequence_level_can_hold_the_maximum_without_exhausting_the_judge() -> None:
+    level: dict[str, Any] = {"kind": "python", "type": "int", "value": 1}
+    for _ in range(MAX_DEPTH):
+        level = {"kind": "sequence", "type": "list", "items": [level] * MAX_ITEMS}
+    with pytest.raises(Malformed, match="more than"):
+        sanitize({"output": level})  # 64 ** 4 descriptions: refused once the answer's budget runs out
+
+
+def test_learner_text_is_cleaned_and_bounded_where_it_is_accepted() -> None:
+    raised = {"type": "Boom\x1b[2J", "bases": ["Boom\x1b[2J", "ValueError"], "message": "\ud800" + "m" * 9000,
+              "where": "line 3\x1b]0;t\x07"}
+    got = sanitize({"raised": raised, "inputs_after": {}})["raised"]
+    assert got["type"] == "Boom\\x1b[2J" and got["bases"][1] == "ValueError"
+    assert got["message"].startswith("\N{REPLACEMENT CHARACTER}") and got["message"].endswith("more characters)")
+    assert "\x1b" not in got["where"] and "\x07" not in got["where"]
+
+
+def test_an_answer_carrying_megabytes_of_text_is_malformed() -> None:
+    with pytest.raises(Malformed, match="characters of text"):
+        sanitize({"raised": {"type": "E" * (8 << 20), "bases": [], "message": ""}, "inputs_after": {}})
+
+
+def test_huge_python_values_are_malformed() -> None:
+    for value in (10 ** 400, "s" * 100_000):
+        with pytest.raises(Malformed):
+            sanitize({"output": {"kind": "python", "type": type(value).__name__, "value": value}})
+
+
+# ---------------------------------------------------------------- the worker's first message
+
+
+def _param(name: Any, kind: str = "POSITIONAL_OR_KEYWORD", has_default: Any = False) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "has_default": has_default}
+
+
+def test_a_real_hello_is_accepted_as_sent() -> None:
+    hello = {"op": "ready", "functions": {
+        "f": {"callable": True, "params": [_param("logp"), _param("clip", "KEYWORD_ONLY", True)]},
+        "g": {"callable": False, "type": "int"},
+        "h": {"callable": True, "error": "no signature found for builtin"},
+    }}
+    assert accept_hello(hello) == hello
+
+
+@pytest.mark.parametrize("functions", [
+    {"f": {"callable": True, "params": [_param(["logp"])]}},
+    {"f": {"callable": True, "params": [_param(7)]}},
+    {"f": {"callable": True, "params": [_param(None)]}},
+    {"f": {"callable": True, "params": [_param("not an identifier")]}},
+    {"f": {"callable": True, "params": [_param("logp", kind="SPREAD")]}},
+    {"f": {"callable": True, "params": [_param("logp", has_default="no")]}},
+    {"f": {"callable": True, "params": "logp"}},
+    {"f": {"callable": "yes"}},
+    {"f": 5},
+    {7: {"callable": False, "type": "int"}},
+    {"f": {"callable": True, "params": [_param(f"p{i}") for i in range(1000)]}},
+    "functions",
+])
+def test_a_forged_hello_is_the_learners_import_error(functions: Any) -> None:
+    accepted = accept_hello({"op": "ready", "functions": functions})
+    assert accepted["op"] == "import_error" and accepted["line"] is None
+    assert accepted["message"].startswith("the worker's first message could not be accepted")
+
+
+def test_an_import_error_hello_is_bounded_and_clean() -> None:
+    accepted = accept_hello({"op": "import_error", "type": "SyntaxError", "message": "\x1b[2J" + "x" * (8 << 20),
+                             "line": "4"})
+    assert len(accepted["message"]) <= 4096 and "\x1b" not in accepted["message"]
+    assert accepted["line"] is None and accepted["type"] == "SyntaxError"
+
+
+@pytest.mark.parametrize("message", [None, [], {"op": "surprise"}, {"op": _nested(3)}])
+def test_a_hello_of_no_known_kind_is_an_import_error(message: Any) -> None:
+    assert accept_hello(message)["op"] == "import_error"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -12,11 +13,16 @@ from typing import Any
 import pytest
 from conftest import PROBLEM, Batch
 
-from grader.pages import Figure, render_dashboard, render_report_page
+from grader.pages import Figure, render_dashboard, render_report_page, write_dashboard
 from grader.pages.dashboard import Row, report_link
+from grader.pages.markup import CSS
 from grader.pages.previews import reference_previews
+from grader.pages.report_page import collect_figures
+from grader.plots import preview_file
 from grader.problem import Problem
 from grader.report import Report
+from grader.text import submission_folder
+from grader.verdicts import Status
 
 PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold] &amp; </pre>'
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5Erk"
@@ -155,11 +161,48 @@ def test_dashboard_rows_link_to_each_report_and_failed_checks_to_their_rows() ->
     reports = [make_report("b b.py", 6.0, "ok"), make_report("a.py", 2.0, "no")]
     page = Page(render_dashboard([Row(r, report_link(r)) for r in reports]))
     links = [a["href"] for a in page.all("a")]
-    assert links[:2] == ["b%20b/report.html", "a/report.html"]
-    assert "a/report.html#check-contract" in links and "b%20b/report.html#check-sweep" in links
+    spaced = submission_folder("b b.py")  # a name with a space gets a folder of safe characters
+    assert links[:2] == [f"{spaced}/report.html", "a/report.html"]
+    assert "a/report.html#check-contract" in links and f"{spaced}/report.html#check-sweep" in links
     assert {a.get("data-type") for a in page.all("th")} >= {"number"}
     bins = {g["data-bin"]: int(g["data-count"]) for g in page.all("g")}
     assert bins["3"] == 1 and bins["9"] == 1 and sum(bins.values()) == 2  # 33 % and 100 %
+
+
+def test_the_dashboard_links_to_the_folders_the_reports_were_written_to(tmp_path: Path) -> None:
+    # two undecodable names sanitize alike: only the folders they were written to tell them apart
+    reports = [make_report(os.fsdecode(name), 2.0, "x") for name in (b"\xff.py", b"\xfe.py")]
+    folders = [submission_folder(os.fsdecode(name)) for name in (b"\xff.py", b"\xfe.py")]
+    page = Page(write_dashboard(reports, tmp_path, folders).read_text(encoding="utf-8"))
+    assert {a["href"] for a in page.all("a") if "#" not in a["href"]} == {f"{f}/report.html" for f in folders}
+    assert len(set(folders)) == 2 and reports[0].submission == reports[1].submission == "\N{REPLACEMENT CHARACTER}.py"
+
+
+def test_a_graded_reports_note_is_not_called_an_early_stop() -> None:
+    report = make_report(text="x").model_copy(update={"message": "Plots not drawn: a.png (not drawn within 20 s)"})
+    graded = Page(render_report_page(report, [])).body_text
+    assert "Plots not drawn" in graded and "stopped early" not in graded
+    stopped = report.model_copy(update={"status": Status.BUDGET_EXCEEDED})
+    assert "stopped early" in Page(render_report_page(stopped, [])).body_text
+
+
+def test_the_preview_drawn_beside_a_plot_is_preferred_to_the_shared_one(tmp_path: Path) -> None:
+    problem = Problem(PROBLEM)
+    first = problem.spec.plots[0].file
+    (tmp_path / first).write_bytes(PNG)
+    (tmp_path / preview_file(first)).parent.mkdir()
+    (tmp_path / preview_file(first)).write_bytes(PNG[::-1])
+    shared = tmp_path / "problem_previews"
+    shared.mkdir()
+    for plot in problem.spec.plots:
+        (shared / plot.file).write_bytes(b"shared")
+    figures = collect_figures(problem, make_report(artifacts=(first,)), tmp_path, shared)
+    assert (figures[0].learner, figures[0].reference) == (PNG, PNG[::-1])
+    assert all(figure.reference == b"shared" for figure in figures[1:])
+
+
+def test_plot_pairs_stack_on_narrow_screens() -> None:
+    assert re.search(r"@media \(max-width: \d+px\) \{ \.pair \{ grid-template-columns: 1fr; \} \}", CSS)
 
 
 def test_missing_previews_are_drawn_from_the_reference(tmp_path: Path) -> None:

@@ -1,14 +1,19 @@
 """The sandbox from the inside and the judge's side of the channel: what a worker sees at each level, what it
-leaves behind, the masks over secrets, and the frames, pipes and floods the judge must survive."""
+leaves behind, the masks over secrets, the system call filter, and the frames, pipes and floods the judge must
+survive."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import io
 import json
 import os
 import resource
 import shlex
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -23,13 +28,14 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT
 
-from grader import cgroups, sandbox
+from grader import cgroups, sandbox, seccomp
 from grader.paths import PROJECT_ROOT
-from grader.sandbox import GRADER_PACKAGE, Box, Level, Slot, masks, secrets
+from grader.sandbox import GRADER_PACKAGE, INIT_SCRIPT, Box, Level, Slot, masks, secrets
 from grader.session import CappedStream, Worker, WorkerTimeout, _check_archive, _check_tensors
 from grader.spec import Limits
 from grader.worker import protocol
 from grader.worker.framing import ProtocolError
+from grader.zygote import Zygote
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 LEVELS: list[Level] = ["namespaces+uid", "user-namespace", "limits-only"]
@@ -117,8 +123,8 @@ def inside(level: Level, site: Path, tmp_path: Path) -> dict[str, Any]:
         hello = worker.receive(60)
     finally:
         worker.close()
-        slot.release()
         box.cleanup()
+        slot.release()
     out = worker.stdout.text()
     assert hello.get("op") == "ready", (hello, out, worker.stderr.text())
     line = next(line for line in out.splitlines() if line.startswith("FACTS "))
@@ -281,6 +287,7 @@ def test_an_ordinary_user_grades_confined(as_nobody: dict[str, Any]) -> None:
     assert {r["isolation"]["level"] for r in reports.values()} == {level}
     assert {r["isolation"]["uid"] for r in reports.values()} == {65534}
     assert reports["honest_correct"]["score"] == 100
+    assert reports["honest_correct"]["isolation"]["syscall_filter"].startswith("seccomp allow-list")
     assert as_nobody["strays"] == []  # the daemon died with its grading
     if level == "user-namespace":
         assert reports["read_parent_folders"]["score"] == 100
@@ -345,9 +352,10 @@ def test_every_level_says_what_it_leaves_undefended(level: Level, tmp_path: Path
     try:
         isolation = box.isolation()
     finally:
-        slot.release()
         box.cleanup()
+        slot.release()
     assert isolation.level == level
+    assert isolation.syscall_filter.startswith("seccomp allow-list")
     assert isolation.namespaces == ([] if level == "limits-only" else ["pid", "mount", "net", "ipc", "uts"])
     assert set(isolation.limits) >= {"RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE"}
     if level != "namespaces+uid" or box.cgroup is None:
@@ -472,3 +480,295 @@ def test_a_unified_hierarchy_gets_one_group_with_both_limits(tmp_path: Path) -> 
 def test_a_unified_hierarchy_without_the_controllers_gets_none(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("hugetlb\n")
     assert cgroups._unified(tmp_path, "slot-3", 1 << 30, 64) is None
+
+
+# ----------------------------------------------------------------------------- the system call filter
+
+
+def _run_filter(code: bytes, number: int, arch: int, *args: int) -> int:
+    """What the kernel would do with one call: classic BPF, interpreted over a struct seccomp_data."""
+    data = struct.pack("<iIQ6Q", number, arch, 0, *[a & (1 << 64) - 1 for a in (*args, 0, 0, 0, 0, 0, 0)[:6]])
+    program = [struct.unpack_from("=HBBI", code, at) for at in range(0, len(code), 8)]
+    pc = accumulator = 0
+    while True:
+        op, if_true, if_false, constant = program[pc]
+        if op == seccomp.RET:
+            return constant
+        if op == seccomp.LD_ABS_W:
+            accumulator, pc = struct.unpack_from("<I", data, constant)[0], pc + 1
+        elif op == seccomp.JA:
+            pc += 1 + constant
+        else:
+            taken = {seccomp.JEQ: accumulator == constant, seccomp.JGE: accumulator >= constant,
+                     seccomp.JSET: bool(accumulator & constant)}[op]
+            pc += 1 + (if_true if taken else if_false)
+
+
+EPERM, ENOSYS = seccomp.RET_ERRNO | errno.EPERM, seccomp.RET_ERRNO | errno.ENOSYS
+NEW_NAMESPACE_FLAGS = {"CLONE_NEWNS": 0x20000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
+                       "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
+                       "CLONE_NEWNET": 0x40000000}
+THREAD_FLAGS = 0x3D0F00  # what glibc's pthread_create passes to clone
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.TABLES))
+def test_the_filter_decides_every_number_as_its_table_says(machine: str) -> None:
+    code, arch = seccomp.program(machine), seccomp.AUDIT_ARCH[machine]
+    decisions = seccomp.decisions(machine)
+    last = max(decisions)
+    for number in range(last + 200):
+        want = decisions.get(number, EPERM if number <= last else ENOSYS)
+        if not isinstance(want, str):
+            assert _run_filter(code, number, arch) == want, (machine, number)
+    calls = seccomp.numbers(machine)
+    assert _run_filter(code, calls["getpid"], arch ^ 0x80000000) == seccomp.RET_KILL_PROCESS  # 32-bit entry
+    assert _run_filter(code, calls["keyctl"], 0x40000003) == seccomp.RET_KILL_PROCESS  # i386's number space
+    if machine == "x86_64":
+        assert _run_filter(code, seccomp.X32_SYSCALL_BIT | calls["keyctl"], arch) == ENOSYS
+    for flag in NEW_NAMESPACE_FLAGS.values():
+        assert _run_filter(code, calls["clone"], arch, THREAD_FLAGS | flag) == EPERM
+    assert _run_filter(code, calls["clone"], arch, THREAD_FLAGS) == seccomp.RET_ALLOW
+    assert _run_filter(code, calls["clone"], arch, 0x11 | (1 << 40)) == seccomp.RET_ALLOW  # fork; high half unread
+    assert _run_filter(code, calls["clone3"], arch) == ENOSYS
+    families = {family: _run_filter(code, calls["socket"], arch, family) for family in (1, 2, 10, 16, 17, 38, 40)}
+    assert families == {1: seccomp.RET_ALLOW, 2: seccomp.RET_ALLOW, 10: seccomp.RET_ALLOW,
+                        **dict.fromkeys((16, 17, 38, 40), seccomp.RET_ERRNO | errno.EAFNOSUPPORT)}
+    assert [_run_filter(code, calls["ioctl"], arch, 1, cmd) for cmd in (0x5401, 0x5412, 0x541C)] == [
+        seccomp.RET_ALLOW, EPERM, EPERM]
+    assert [_run_filter(code, calls["personality"], arch, p) for p in (0, 0xFFFFFFFF, 0x0040000, 8)] == [
+        seccomp.RET_ALLOW, seccomp.RET_ALLOW, EPERM, EPERM]
+
+
+def test_every_call_of_both_tables_is_decided_once_and_on_purpose() -> None:
+    denied = {name for names in seccomp.DENIED.values() for name in names.split()}
+    kinds = [seccomp.allowed_names(), set(seccomp.ARGUMENT_RULES), seccomp.FALLBACK, denied]
+    assert sum(map(len, kinds)) == len(set().union(*kinds))  # no call in two lists
+    assert set().union(*kinds) == {name for machine in seccomp.TABLES for name in seccomp.numbers(machine)}
+    required = ("add_key keyctl request_key ptrace process_vm_readv process_vm_writev bpf perf_event_open "
+                "userfaultfd mount umount2 pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick "
+                "mount_setattr unshare setns kexec_load kexec_file_load init_module finit_module delete_module "
+                "io_uring_setup io_uring_enter io_uring_register swapon swapoff reboot acct quotactl "
+                "name_to_handle_at open_by_handle_at lookup_dcookie")
+    assert set(required.split()) <= denied
+
+
+def test_the_threat_model_lists_the_filter_as_it_is() -> None:
+    text = (ROOT / "docs" / "threat-model.md").read_text()
+    for reason, names in {**seccomp.ALLOWED, **seccomp.DENIED}.items():
+        row = f"| {reason} | " + ", ".join(f"`{name}`" for name in names.split()) + " |"
+        assert row in text, row
+
+
+CLONE_SIGHAND = 0x800  # without CLONE_VM the kernel itself answers EINVAL: EPERM can only be the filter's
+# (label, call, arguments, errno it must end in). Arguments are chosen, where the kernel allows, so that without
+# the filter the call would succeed or fail otherwise (EFAULT, EINVAL, EBADF, ENOENT, ESRCH): EPERM is the filter's.
+REFUSED: list[tuple[str, str, list[int | str], str]] = [
+    ("add_key", "add_key", ["user", "paperleet-probe", "v", 1, -2], "EPERM"),
+    ("keyctl", "keyctl", [0, -4, 0], "EPERM"),
+    ("request_key", "request_key", ["user", "paperleet-none", 0, 0], "EPERM"),
+    ("ptrace", "ptrace", [3, 0, 0, 0], "EPERM"),
+    ("process_vm_readv", "process_vm_readv", [0, 0, 0, 0, 0, 0], "EPERM"),
+    ("process_vm_writev", "process_vm_writev", [0, 0, 0, 0, 0, 0], "EPERM"),
+    ("bpf", "bpf", [0, 0, 0], "EPERM"),
+    ("perf_event_open", "perf_event_open", [0, 0, -1, -1, 0], "EPERM"),
+    ("userfaultfd", "userfaultfd", [1], "EPERM"),
+    ("mount", "mount", [1, 1, 1, 0, 0], "EPERM"),
+    ("umount2", "umount2", ["/", 0xFFFF], "EPERM"),
+    ("pivot_root", "pivot_root", [1, 1], "EPERM"),
+    ("chroot", "chroot", [1], "EPERM"),
+    ("move_mount", "move_mount", [-1, 1, -1, 1, 0xFFFFFFFF], "EPERM"),
+    ("open_tree", "open_tree", [-1, 1, 0xFFFFFFFF], "EPERM"),
+    ("fsopen", "fsopen", [1, 0xFFFFFFFF], "EPERM"),
+    ("fsconfig", "fsconfig", [-1, 0, 0, 0, 0], "EPERM"),
+    ("fsmount", "fsmount", [-1, 0xFFFFFFFF, 0], "EPERM"),
+    ("fspick", "fspick", [-1, 1, 0xFFFFFFFF], "EPERM"),
+    ("mount_setattr", "mount_setattr", [-1, 1, 0xFFFFFFFF, 0, 0], "EPERM"),
+    ("unshare", "unshare", [1], "EPERM"),
+    ("setns", "setns", [-1, 0], "EPERM"),
+    *[(f"clone {name}", "clone", [flag | CLONE_SIGHAND, 0, 0, 0, 0], "EPERM")
+      for name, flag in NEW_NAMESPACE_FLAGS.items()],
+    ("clone3", "clone3", [0, 0], "ENOSYS"),
+    ("kexec_load", "kexec_load", [0, 0, 0, 0xFFFFFFFF], "EPERM"),
+    ("kexec_file_load", "kexec_file_load", [-1, -1, 0, 0, 0xFFFFFFFF], "EPERM"),
+    ("init_module", "init_module", [0, 0, 0], "EPERM"),
+    ("finit_module", "finit_module", [-1, 0, 0xFFFFFFFF], "EPERM"),
+    ("delete_module", "delete_module", [1, 0], "EPERM"),
+    ("io_uring_setup", "io_uring_setup", [0, 0], "EPERM"),
+    ("io_uring_enter", "io_uring_enter", [-1, 0, 0, 0, 0, 0], "EPERM"),
+    ("io_uring_register", "io_uring_register", [-1, 0, 0, 0], "EPERM"),
+    ("swapon", "swapon", [1, 0], "EPERM"),
+    ("swapoff", "swapoff", [1], "EPERM"),
+    ("reboot", "reboot", [0, 0, 0, 0], "EPERM"),
+    ("acct", "acct", [1], "EPERM"),
+    ("quotactl", "quotactl", [0, 0, 0, 0], "EPERM"),
+    ("name_to_handle_at", "name_to_handle_at", [-1, 1, 0, 0, 0], "EPERM"),
+    ("open_by_handle_at", "open_by_handle_at", [-1, 0, 0], "EPERM"),
+    ("lookup_dcookie", "lookup_dcookie", [0, 0, 0], "EPERM"),
+    ("personality ADDR_NO_RANDOMIZE", "personality", [0x0040000], "EPERM"),
+    ("shmget", "shmget", [0, 4096, 0o600], "EPERM"),
+    ("msgget", "msgget", [0, 0o600], "EPERM"),
+    ("semget", "semget", [0, 1, 0o600], "EPERM"),
+    ("mq_open", "mq_open", ["/paperleet-probe", 0, 0, 0], "EPERM"),
+    ("sethostname", "sethostname", [1, 0], "EPERM"),
+    ("kcmp", "kcmp", [0, 0, 0, 0, 0], "EPERM"),
+    ("pidfd_getfd", "pidfd_getfd", [-1, 0, 0], "EPERM"),
+    ("process_madvise", "process_madvise", [-1, 0, 0, 0, 0], "EPERM"),
+    ("fanotify_init", "fanotify_init", [0, 0], "EPERM"),
+    ("vmsplice", "vmsplice", [-1, 0, 0, 0], "EPERM"),
+    ("socket AF_NETLINK", "socket", [16, 3, 0], "EAFNOSUPPORT"),
+    ("socket AF_PACKET", "socket", [17, 3, 0], "EAFNOSUPPORT"),
+    ("ioctl TIOCSTI", "ioctl", [0, 0x5412, "x"], "EPERM"),
+    ("getpid", "getpid", [], "ok"),  # and what a worker needs still works
+    ("personality query", "personality", [0xFFFFFFFF], "ok"),
+    ("socket AF_UNIX", "socket", [1, 1, 0], "ok"),
+    ("ioctl TCGETS", "ioctl", [0, 0x5401, 0], "ENOTTY"),
+]
+X86_64_REFUSED: list[tuple[str, str, list[int | str], str]] = [
+    ("modify_ldt", "modify_ldt", [0, 0, 0], "EPERM"), ("iopl", "iopl", [3], "EPERM"),
+    ("ioperm", "ioperm", [0, 1, 1], "EPERM"),
+]
+
+# Imported as a submission: each raw call's outcome, the seccomp mode, threads, a child process and torch at work;
+# on x86_64, a child that enters the kernel through i386's door (int 0x80), which the filter must kill.
+FILTER_PROBE = r'''
+import ctypes, errno, json, mmap, os, signal, subprocess, sys, threading
+import torch
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def call(number, args):
+    values = [ctypes.c_char_p(a.encode()) if isinstance(a, str) else ctypes.c_long(a) for a in args]
+    return "ok" if libc.syscall(ctypes.c_long(number), *values) >= 0 else errno.errorcode[ctypes.get_errno()]
+
+
+def i386_entry():
+    pid = os.fork()
+    if pid == 0:
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (getpid); int 0x80; ret
+        ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()
+        os._exit(0)
+    status = os.waitpid(pid, 0)[1]
+    return signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else "returned"
+
+
+seen = {label: call(number, args) for label, number, args in json.loads(CALLS)}
+seen["seccomp mode"] = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())["Seccomp"].strip()
+thread = threading.Thread(target=lambda: seen.update(thread="ran"))
+thread.start()
+thread.join()
+torch.set_num_threads(2)
+seen["torch"] = float((torch.ones(256, 256, dtype=torch.float64) @ torch.ones(256, 256, dtype=torch.float64)).sum())
+seen["child"] = subprocess.run([sys.executable, "-S", "-c", "print(7)"], capture_output=True, text=True).stdout
+if os.uname().machine == "x86_64":
+    seen["i386 entry"] = i386_entry()
+print("CALLS " + json.dumps(seen), flush=True)
+'''
+
+
+def _i386_entry_works() -> bool:
+    """Whether this kernel runs i386 calls from 64-bit code at all (CONFIG_IA32_EMULATION): the test's own child."""
+    if os.uname().machine != "x86_64":
+        return False
+    pid = os.fork()
+    if pid == 0:
+        import mmap
+
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3]))
+        ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()
+        os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("level,forked", [("namespaces+uid", False), ("namespaces+uid", True),
+                                          ("user-namespace", False), ("user-namespace", True),
+                                          ("limits-only", False), ("limits-only", True)])
+def test_the_filter_refuses_every_listed_call(level: Level, forked: bool, tmp_path: Path) -> None:
+    machine = os.uname().machine
+    if machine not in seccomp.TABLES:
+        pytest.skip(f"no system call table for {machine}")
+    numbers = seccomp.numbers(machine)
+    expected = [*REFUSED, *(X86_64_REFUSED if machine == "x86_64" else [])]
+    calls = [(label, numbers[name], args) for label, name, args, _ in expected]
+    if machine == "x86_64":
+        calls.append(("x32 getpid", seccomp.X32_SYSCALL_BIT | numbers["getpid"], []))
+    submission = tmp_path / "probe.py"
+    submission.write_text(f"CALLS = {json.dumps(calls)!r}\n" + FILTER_PROBE)
+    zygote = Zygote() if forked else None
+    slot = Slot()
+    box = Box(submission, None, Limits(), level, slot)
+    worker = Worker(box, ["masked_is_weights"], zygote)
+    try:
+        hello = worker.receive(120)
+    finally:
+        worker.close()
+        box.cleanup()
+        slot.release()
+        if zygote is not None:
+            zygote.close()
+    out = worker.stdout.text()
+    assert hello.get("op") == "ready", (hello, out, worker.stderr.text())
+    seen = json.loads(next(line for line in out.splitlines() if line.startswith("CALLS ")).removeprefix("CALLS "))
+    assert {label: seen[label] for label, *_ in expected} == {label: want for label, _, _, want in expected}
+    assert seen["seccomp mode"] == "2" and seen["thread"] == "ran" and seen["torch"] == 256.0 ** 3
+    assert seen["child"] == "7\n"
+    if machine == "x86_64":
+        assert seen["x32 getpid"] == "ENOSYS"
+        if _i386_entry_works():
+            assert seen["i386 entry"] == signal.SIGSYS.name
+
+
+def test_a_worker_whose_filter_cannot_be_installed_never_starts(tmp_path: Path) -> None:
+    machine = os.uname().machine
+    if machine not in seccomp.TABLES:
+        pytest.skip(f"no system call table for {machine}")
+    # a filter of the sandbox's parent that refuses seccomp() itself: the worker's own cannot be added
+    refuse = seccomp.assemble(machine, {seccomp.numbers(machine)["seccomp"]: EPERM}, seccomp.RET_ALLOW,
+                              seccomp.RET_ALLOW)
+
+    def refuse_filters() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, which an unprivileged filter needs
+        seccomp.install(libc, refuse)
+
+    config = {"argv": [sys.executable, "-S", "-c", "print('the worker ran')"], "env": {"PATH": "/usr/bin:/bin"},
+              "rlimits": {}, "uid": os.getuid(), "gid": os.getgid(), "drop_uid": False, "cwd": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-I", "-S", str(INIT_SCRIPT)], input=json.dumps(config).encode(),
+                            capture_output=True, preexec_fn=refuse_filters, timeout=60)
+    assert result.returncode == 97, result.stderr
+    assert b"the worker ran" not in result.stdout
+    assert b"sandbox setup failed: could not install the system call filter: seccomp: Operation not permitted" in result.stderr
+
+
+def test_a_kernel_without_seccomp_is_named_in_the_record(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(seccomp, "kernel_has_seccomp", lambda libc: False)
+    submission = tmp_path / "s.py"
+    submission.write_text("")
+    sandbox._syscall_filter.cache_clear()
+    slot = Slot()
+    box = Box(submission, None, Limits(), "limits-only", slot)
+    try:
+        isolation = box.isolation()
+    finally:
+        box.cleanup()
+        slot.release()
+        sandbox._syscall_filter.cache_clear()
+    assert isolation.syscall_filter == "none: this kernel has no seccomp"
+    assert any(note.startswith("no system call filter") for note in isolation.notes)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_correct_file_earns_full_marks_under_the_filter(level: Level, cli_env: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "grader", "grade", str(HOSTILE / "honest_correct.py"), "--problem",
+                             PROBLEM, "--out", str(tmp_path)], cwd=ROOT, env={**cli_env, "PAPERLEET_ISOLATION": level},
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["isolation"]["level"] == level
+    assert report["isolation"]["syscall_filter"].startswith("seccomp allow-list")
+    assert report["score"] == 100, report["stderr"][-2000:]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from grader.sandbox import Box, Slot, best_level
+from grader.sandbox_init import ENVIRONMENT
 from grader.session import Worker
 from grader.spec import Limits
 from grader.zygote import Zygote
@@ -42,8 +44,8 @@ def _run(tmp_path: Path, zygote: Zygote | None) -> tuple[dict, str]:
                                             "mask": torch.ones(2, 3)}, "requires_grad": [], "backward": False}, 30)
     finally:
         worker.close()
-        slot.release()
         box.cleanup()
+        slot.release()
     return answer, worker.stdout.text()
 
 
@@ -64,3 +66,10 @@ def test_the_zygote_ends_when_closed_and_leaves_no_worker(tmp_path: Path) -> Non
     _run(tmp_path, started)
     started.close()
     assert started.process.poll() is not None
+
+
+def test_the_zygote_starts_from_the_workers_environment_not_the_judges(zygote: Zygote) -> None:
+    """What every forked worker inherits on its stack: the fixed environment, in the root folder."""
+    environ = Path(f"/proc/{zygote.process.pid}/environ").read_bytes()
+    assert dict(entry.split("=", 1) for entry in environ.decode().split("\0") if entry) == ENVIRONMENT
+    assert os.readlink(f"/proc/{zygote.process.pid}/cwd") == "/"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 from ..report import Report, write_atomic
+from ..text import submission_folder
 from ..verdicts import Verdict
 from .markup import Markup, el, join, page
 from .report_page import badge, check_anchor, score_text
@@ -55,9 +57,10 @@ class Row:
     link: str
 
 
-def report_link(report: Report) -> str:
-    """`<stem>/report.html`, the folder grade-all writes each submission's pages to."""
-    return f"{quote(Path(report.submission).stem)}/report.html"
+def report_link(report: Report, folder: str | None = None) -> str:
+    """`<folder>/report.html`: the folder grade-all wrote the submission's pages to, by default the one it names
+    after the submission's file."""
+    return f"{quote(folder or submission_folder(report.submission))}/report.html"
 
 
 def percent(report: Report) -> float:
@@ -142,6 +145,28 @@ def _failed_checks(rows: list[Row]) -> Markup:
     return el("table", el("thead", head), el("tbody", body), id="failed-checks")
 
 
+def _misconceptions(rows: list[Row]) -> Markup:
+    """The misreadings found in the class, most learners first, each naming its learners: causes, not symptoms."""
+    found: dict[str, tuple[str, list[tuple[Row, bool]]]] = {}
+    for row in rows:
+        for rank, finding in enumerate(row.report.diagnosis):
+            explanation, learners = found.setdefault(finding.id, (finding.explanation, []))
+            learners.append((row, rank == 0))
+    if not found:
+        return el("p", "No known misreading explains any failure in this class.", class_="sub")
+    ranked = sorted(found, key=lambda mid: (-len(found[mid][1]), mid))
+    head = el("tr", el("th", "misreading"), el("th", "learners", class_="num"), el("th", "who (top diagnosis in bold)"))
+    body = [el("tr",
+               el("td", el("code", mid), el("div", found[mid][0], class_="sub")),
+               el("td", str(len(found[mid][1])), class_="num"),
+               el("td", el("ul", [el("li", el("a", el("strong", row.report.submission) if top
+                                                   else row.report.submission, href=f"{row.link}#summary"))
+                                  for row, top in found[mid][1]], class_="inline")),
+               id=f"misconception-{mid}")
+            for mid in ranked]
+    return el("table", el("thead", head), el("tbody", body), id="misconceptions")
+
+
 def render_dashboard(rows: list[Row]) -> str:
     reports = [row.report for row in rows]
     scores = [percent(r) for r in reports]
@@ -153,14 +178,17 @@ def render_dashboard(rows: list[Row]) -> str:
         el("h2", "Submissions"), el("p", "Click a column header to sort; click it again to reverse.", class_="sub"),
         _submissions_table(rows),
         el("h2", "Scores"), _histogram(reports),
+        el("h2", "Most common misreadings"), _misconceptions(rows),
         el("h2", "Checks most often not passed"), _failed_checks(rows),
     ])
     return page(f"{problem} · class dashboard", body, SORT_SCRIPT)
 
 
-def write_dashboard(reports: list[Report], out_dir: Path) -> Path:
-    """Write `index.html` in grade-all's output folder, linking to each `<stem>/report.html`."""
-    rows = [Row(r, report_link(r)) for r in sorted(reports, key=lambda r: r.submission)]
+def write_dashboard(reports: list[Report], out_dir: Path, folders: Sequence[str] | None = None) -> Path:
+    """Write `index.html` in grade-all's output folder, linking to each `<folder>/report.html`; `folders[i]` holds
+    `reports[i]`'s pages (names with undecodable bytes are sanitized in a report, so only the caller knows)."""
+    named = zip(reports, folders or [None] * len(reports), strict=True)
+    rows = [Row(r, report_link(r, folder)) for r, folder in sorted(named, key=lambda pair: pair[0].submission)]
     path = out_dir / "index.html"
     write_atomic(path, render_dashboard(rows))
     return path

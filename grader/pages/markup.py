@@ -76,6 +76,7 @@ td pre { border: 0; background: none; padding: 0; max-height: 220px; }
 .meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; }
 .meta dt { color: var(--muted); } .meta dd { margin: 0; word-break: break-all; }
 .pair { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; margin-bottom: 18px; }
+@media (max-width: 1100px) { .pair { grid-template-columns: 1fr; } }
 figure { margin: 0; } figcaption { color: var(--muted); font-size: 12px; margin-bottom: 4px; }
 figure img { width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
 .placeholder { border: 2px dashed var(--line); border-radius: 6px; color: var(--muted); padding: 40px 16px;

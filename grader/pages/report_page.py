@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..plots import preview_file
 from ..problem import Problem
-from ..report import CheckResult, Report, TierResult, write_atomic
+from ..report import CheckResult, Report, TierResult, round_score, write_atomic
+from ..verdicts import Status, Verdict
 from .markup import Markup, el, join, page, png_data_uri
 from .previews import reference_previews
 
@@ -26,7 +28,7 @@ def check_anchor(check_id: str) -> str:
 
 
 def score_text(score: float, max_score: float) -> str:
-    return f"{score:g}/{max_score:g}"
+    return f"{round_score(score):g}/{round_score(max_score):g}"
 
 
 def badge(kind: str, value: str) -> Markup:
@@ -46,8 +48,13 @@ def _header(report: Report) -> Markup:
         el("h1", report.submission),
         el("p", el("span", score_text(report.score, report.max_score), class_="score"), " points", class_="sub"),
         el("dl", [[el("dt", name), el("dd", value)] for name, value in details], class_="meta"),
-        el("p", el("strong", "Grading stopped early: "), report.message, class_="alert") if report.message else "",
+        el("p", el("strong", _message_label(report)), report.message, class_="alert") if report.message else "",
     ])
+
+
+def _message_label(report: Report) -> str:
+    # a graded report's message only notes what is missing beside the grade (a plot that could not be drawn)
+    return "Note. " if report.status == Status.GRADED else "Grading stopped early. "
 
 
 def _tier_overview(tiers: list[TierResult]) -> Markup:
@@ -59,9 +66,48 @@ def _tier_overview(tiers: list[TierResult]) -> Markup:
     return join([el("h2", "Tiers"), el("table", el("thead", head), el("tbody", rows), class_="tiers")])
 
 
+# What a check's visibility tag means: when learners see its result on Gradescope (this page always shows it).
+VISIBILITY_MEANING = {
+    "after_published": "learners see its result once grades are published",
+    "after_due_date": "learners see its result after the due date",
+    "hidden": "learners never see its result",
+}
+
+
+def _summary(report: Report) -> Markup:
+    """What failed, in a few lines at the top: each check that lost points, and the misreadings that explain them."""
+    lost = [(tier.tier, c) for tier in report.tiers for c in tier.checks if c.verdict != Verdict.PASS]
+    if report.status in (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED):
+        items = [el("li", "No check ran, because the file could not be imported (see the message above).")]
+    elif not lost:
+        items = [el("li", "Every check passed.")]
+    else:
+        items = [el("li", el("a", el("code", c.id), href=f"#{check_anchor(c.id)}"),
+                    f" ({tier}, {c.verdict}, {score_text(c.score, c.max_score)} points). {c.title.rstrip('.')}.")
+                 for tier, c in lost]
+    diagnosis = [el("p", el("strong", "Likely misreading: "), el("code", d.id), f". {d.explanation} It explains "
+                    f"{d.cases_explained} of the {d.cases_failing} failing cases, in {', '.join(d.checks)}; it is "
+                    f"charged in {', '.join(d.owners)}.", class_="diagnosis")
+                 for d in report.diagnosis]
+    if report.diagnosis and report.follow_through:
+        diagnosis.append(el("p", "Cases a misreading explains earn their points in the checks that do not own it "
+                                 "(follow-through credit); the checks it owns charge it.", class_="sub"))
+    return el("section", el("h2", "What failed" if lost else "Summary"), diagnosis, el("ul", items),
+              class_="summary", id="summary")
+
+
+def _visibility_note(report: Report) -> Markup:
+    shown = sorted({c.visibility for c in report.checks() if c.visibility in VISIBILITY_MEANING})
+    if not shown:
+        return Markup("")
+    return el("p", [[el("span", v, class_="tag"), f" {VISIBILITY_MEANING[v]}; "] for v in shown],
+              "this page shows every result.", class_="sub")
+
+
 def _check_row(check: CheckResult) -> Markup:
     cases = f"{check.cases_passed}/{check.cases_total}" if check.cases_total else ""
-    hidden = el("span", check.visibility, class_="tag") if check.visibility != "visible" else ""
+    meaning = VISIBILITY_MEANING.get(check.visibility, "")
+    hidden = el("span", check.visibility, class_="tag", title=meaning) if check.visibility != "visible" else ""
     return el("tr",
               el("td", el("code", check.id), " ", hidden, el("div", check.title, class_="sub")),
               el("td", badge("v", check.verdict)),
@@ -116,7 +162,7 @@ def _output(report: Report) -> Markup:
 
 def render_report_page(report: Report, figures: list[Figure]) -> str:
     body = join([
-        _header(report), _tier_overview(report.tiers), el("h2", "Checks"),
+        _header(report), _summary(report), _tier_overview(report.tiers), el("h2", "Checks"), _visibility_note(report),
         [_tier_checks(t) for t in report.tiers], _plots(figures), _output(report),
         el("h2", "Reproduce this grade"), el("pre", el("code", report.command), class_="command"),
     ])
@@ -129,11 +175,18 @@ def _learner_png(report: Report, out_dir: Path, file: str) -> bytes | None:
     return path.read_bytes() if file in report.artifacts and path.is_file() else None
 
 
+def _preview_png(report: Report, out_dir: Path, file: str, shared: dict[str, bytes | None]) -> bytes | None:
+    """The preview drawn beside this submission's plot with the same limits, else the problem's own preview."""
+    beside = out_dir / preview_file(file)
+    return beside.read_bytes() if file in report.artifacts and beside.is_file() else shared.get(file)
+
+
 def collect_figures(problem: Problem, report: Report, out_dir: Path, previews_dir: Path) -> list[Figure]:
     if not problem.spec.plots:
         return []
     references = reference_previews(problem, previews_dir)
-    return [Figure(plot.file, plot.title, _learner_png(report, out_dir, plot.file), references.get(plot.file))
+    return [Figure(plot.file, plot.title, _learner_png(report, out_dir, plot.file),
+                   _preview_png(report, out_dir, plot.file, references))
             for plot in problem.spec.plots]
 
 

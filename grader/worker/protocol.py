@@ -118,6 +118,9 @@ def _prepare_inputs(kwargs: Mapping[str, Any], requires_grad: list[str]) -> dict
 
 
 def _backward(output: Any, inputs: Mapping[str, Any], requires_grad: list[str]) -> dict[str, Any]:
+    """Backward from the output, or from the first item of a returned tuple (a loss returned with statistics)."""
+    if isinstance(output, (tuple, list)) and output and type(output[0]) is torch.Tensor:
+        output = output[0]
     if type(output) is not torch.Tensor:
         return {"backward_error": {"type": "TypeError", "bases": ["TypeError"], "message": "output is not a Tensor"}}
     try:

@@ -5,13 +5,21 @@ weight differs from it, so no trivial answer (zeros, ones, the raw ratio echoed 
 matches a case by accident. Cases compared bitwise have 8 or 129 valid tokens: k/8 is exact and k/129 repeats
 with period 14 in binary, so every faithful way of dividing the changed count by the valid count, in the
 input dtype or in float64 then rounded, gives the same clipfrac.
+
+Every call draws its inputs from the generator: an edge case keeps its edge (a ratio exactly on a bound, an
+empty mask, an overflowing ratio) while the other tokens, their positions, the rollout log-probabilities and
+the ratios around the edge change from seed to seed, so the public seed's cases (shipped to learners) never
+answer a graded one. NaN and infinite padding appear only where a check is about padding or mutation. A call
+whose right answer does not depend on its inputs (it must raise, its mask is empty) is grouped with one whose
+answer does, so a constant answer earns nothing.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal, getcontext
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -24,6 +32,7 @@ FUNCTION = "behavior_weights"
 TIS, ICEPOP = "tis", "icepop"
 MODES = (TIS, ICEPOP)
 MASK_KINDS = ("bool", "float32", "int64", "float64", "uint8", "int32")
+NON_FINITE = (math.nan, math.inf, -math.inf)
 
 Bounds = dict[str, float | None]  # the low/high keyword arguments a call passes; {} passes neither
 
@@ -43,9 +52,33 @@ def _bounds_text(bounds: Bounds) -> str:
 
 
 def call(train: Tensor, rollout: Tensor, mask: Tensor, mode: str, bounds: Bounds, label: str,
-         requires_grad: tuple[str, ...] = (), hidden: bool = False) -> Call:
+         requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None) -> Call:
     kwargs = {"train_logp": train, "rollout_logp": rollout, "mask": mask, "mode": mode, **bounds}
-    return Call(FUNCTION, kwargs, f"{mode}: {label}", requires_grad=requires_grad, hidden=hidden)
+    return Call(FUNCTION, kwargs, f"{mode}: {label}", requires_grad=requires_grad, hidden=hidden, group=group)
+
+
+def _uniform(g: torch.Generator, low: float, high: float) -> float:
+    return low + (high - low) * float(torch.rand((), generator=g, dtype=F64))
+
+
+def _randint(g: torch.Generator, low: int, high: int) -> int:
+    """An int in [low, high], both included."""
+    return int(torch.randint(low, high + 1, (), generator=g))
+
+
+def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
+    """The calls in an order drawn from `g`: a call's position says nothing about what it must return."""
+    return [calls[i] for i in torch.randperm(len(calls), generator=g).tolist()]
+
+
+def _pad_non_finite(x: Tensor, mask: Tensor, g: torch.Generator) -> Tensor:
+    """x with every padded position replaced by NaN, +inf or -inf drawn at random, the first one NaN."""
+    picks = torch.randint(0, len(NON_FINITE), x.shape, generator=g)  # [B, L]
+    padded = mask == 0
+    first = padded.nonzero()[:1].tolist()
+    if first:
+        picks[tuple(first[0])] = 0
+    return torch.where(padded, torch.tensor(NON_FINITE, dtype=x.dtype)[picks], x)
 
 
 def resolved(mode: str, bounds: Bounds) -> tuple[float, float]:
@@ -66,10 +99,11 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     if int(flat.sum()) < 3:  # tiny shapes: make the first three positions valid
         flat[:3] = True
         mask = flat.reshape(shape)
-    valid = mask.nonzero().tolist()
+    valid = mask.nonzero()
     low, high = resolved(mode, bounds)
-    (i0, t0), (i1, t1), (i2, t2) = valid[0], valid[-1], valid[len(valid) // 2]
-    log_ratio[i0, t0] = 0.0  # ratio exactly 1, inside every interval used here: weight = ratio
+    # three distinct valid tokens at random positions: no position's answer is the same from seed to seed
+    (i0, t0), (i1, t1), (i2, t2) = valid[torch.randperm(len(valid), generator=g)[:3]].tolist()
+    log_ratio[i0, t0] = math.log(_uniform(g, 0.95, 1.15))  # inside every interval used here: weight = ratio
     log_ratio[i1, t1] = math.log(high) + 0.7  # above the interval: weight != ratio
     if low > 0:
         log_ratio[i2, t2] = math.log(low) - 0.7  # below the interval
@@ -98,7 +132,9 @@ def _random_configs(g: torch.Generator, mode: str) -> Iterator[Call]:
             pad = PAD_VALUES[step % len(PAD_VALUES)]
             pad_value = float(torch.randn(1, generator=g)) if pad is None else pad
             train, rollout, mask = random_batch(g, shape, dtype, mode, bounds, pad_value)
-            label = f"{_name(dtype)} {list(shape)} {kind} mask, {_bounds_text(bounds)}, padding {pad_value:.3g}"
+            # a hidden case's label names the kind of padding, never its value (an input of the case)
+            padding = "random finite" if pad is None else f"{pad_value:g}" if not math.isfinite(pad_value) else "finite"
+            label = f"{_name(dtype)} {list(shape)} {kind} mask, {_bounds_text(bounds)}, {padding} padding"
             yield call(train, rollout, _mask_as(mask, kind), mode, bounds, label, hidden=True)
 
 
@@ -136,22 +172,38 @@ def contract_grad(g: torch.Generator) -> list[Call]:
 
 
 def empty_mask(g: torch.Generator) -> list[Call]:
+    """Every empty-mask call is grouped with a call of the same mode, dtype and shape whose mask is not empty;
+    the padding of an empty call is NaN/inf or finite, in turn."""
     calls = []
     for mode in MODES:
-        for dtype, kind in [(F32, "bool"), (F64, "float64"), (F32, "int32")]:
-            nan = torch.full((3, 4), math.nan, dtype=dtype)
-            mask = _mask_as(torch.zeros(3, 4, dtype=torch.bool), kind)
-            calls.append(call(nan, nan.clone(), mask, mode, {}, f"{_name(dtype)} [3, 4], every token masked "
-                              f"({kind} mask), padding NaN"))
-    return calls
+        for index, (dtype, kind) in enumerate([(F32, "bool"), (F64, "float64"), (F32, "int32")]):
+            shape = (_randint(g, 2, 5), _randint(g, 3, 7))
+            train, rollout, _ = random_batch(g, shape, dtype, mode, {})
+            empty = torch.zeros(shape, dtype=torch.bool)
+            padding = "NaN/inf" if index != 1 else "finite"
+            if index != 1:
+                train, rollout = _pad_non_finite(train, empty, g), _pad_non_finite(rollout, empty, g)
+            group = f"{mode} {_name(dtype)} {kind} mask"
+            label = f"{_name(dtype)} {list(shape)} {kind} mask"
+            calls.append(call(train, rollout, _mask_as(empty, kind), mode, {},
+                              f"{label}, every token masked, padding {padding}", group=group))
+            filled = random_batch(g, shape, dtype, mode, {})
+            calls.append(call(*filled[:2], _mask_as(filled[2], kind), mode, {},
+                              f"{label}, valid tokens: the partner of an empty-mask case", group=group))
+    return _shuffled(calls, g)
 
 
 def mutation(g: torch.Generator) -> list[Call]:
+    """NaN/inf padding, where an in-place clean-up (`nan_to_num_`, `x[~mask] = 0`) shows as a mutation."""
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            train, rollout, mask = random_batch(g, (4, 6), dtype, mode, {}, pad_value=math.nan)
-            label = f"{_name(dtype)} [4, 6] with NaN padding"
+            shape = (_randint(g, 3, 5), _randint(g, 4, 8))
+            train, rollout, mask = random_batch(g, shape, dtype, mode, {})
+            if bool(mask.all()):
+                mask[-1, -1] = False
+            train, rollout = _pad_non_finite(train, mask, g), _pad_non_finite(rollout, mask, g)
+            label = f"{_name(dtype)} {list(shape)} with NaN/inf padding"
             calls.append(call(train, rollout, mask, mode, {}, label))
             calls.append(call(train.t().contiguous().t(), rollout, mask.to(dtype), mode, {},
                               label + ", column-major train_logp, float mask"))
@@ -202,14 +254,15 @@ def _step(x: Tensor, toward: float) -> Tensor:
     return torch.nextafter(x, torch.tensor(toward, dtype=x.dtype))
 
 
-def _with_rollout(log_ratio: Tensor, rollout: Tensor) -> tuple[Tensor, Tensor]:
-    """train, rollout with train - rollout == log_ratio exactly in their dtype (rollout 0 where it would not be)."""
-    train = log_ratio + rollout
-    exact = (train - rollout) == log_ratio
-    rollout = torch.where(exact, rollout, torch.zeros((), dtype=rollout.dtype))
-    train = torch.where(exact, train, log_ratio)
-    assert bool(((train - rollout == log_ratio) | log_ratio.isnan()).all())
-    return train, rollout
+def _exact_pair(d: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    """train_logp, rollout_logp of d's dtype, rollout drawn at random, with train - rollout == d exactly."""
+    rollout = -(torch.rand(512, generator=g, dtype=F64) * 2.95 + 0.05).to(d.dtype)  # candidates
+    train = d + rollout
+    exact = ((train - rollout) == d).nonzero()
+    if len(exact) == 0:  # never seen: each candidate is exact with a probability of a few percent at least
+        return d.clone(), torch.zeros((), dtype=d.dtype)
+    first = int(exact[0])
+    return train[first], rollout[first]
 
 
 ENDPOINT_BOUNDS: dict[str, list[tuple[float, float]]] = {
@@ -219,19 +272,25 @@ ENDPOINT_BOUNDS: dict[str, list[tuple[float, float]]] = {
 ENDPOINT_DTYPES = (F32, F64, BF16)
 
 
-def _endpoint_batch(dtype: torch.dtype, low: float, high: float) -> tuple[Tensor, Tensor, Tensor]:
-    """[2, 5]: on a bound, the next ratio inside it, ratio 1, a ratio outside it, NaN padding; 8 valid tokens."""
+ENDPOINT_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))  # 8 tokens, every one valid
+
+
+def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, low: float, high: float,
+                    ) -> tuple[Tensor, Tensor, Tensor]:
+    """8 valid tokens and no padding (that is the padding check's business): a ratio exactly on each bound, the
+    next ratio inside each, a random ratio inside the interval and one outside each bound, at random positions
+    of a random shape, with random rollout log-probabilities."""
     low_t, high_t = torch.tensor(low, dtype=dtype), torch.tensor(high, dtype=dtype)
-    one, nan = torch.tensor(0.0, dtype=dtype), torch.tensor(math.nan, dtype=dtype)
-    row0 = torch.stack([exact_log(low_t), exact_log(_step(low_t, math.inf)), one,
-                        torch.tensor(math.log(low) - 0.5, dtype=dtype), nan])
-    row1 = torch.stack([exact_log(high_t), exact_log(_step(high_t, -math.inf)), one,
-                        torch.tensor(math.log(high) + 0.5, dtype=dtype), nan])
-    log_ratio = torch.stack([row0, row1])  # [2, 5]
-    rollout = torch.tensor([[-0.5, -0.5, -1.0, -2.0, -1.0], [-0.25, -0.25, -1.0, -2.0, -1.0]], dtype=dtype)
-    train, rollout = _with_rollout(log_ratio, rollout)
-    mask = torch.tensor([[True, True, True, True, False], [True, True, True, True, False]])
-    return train, rollout, mask
+    exact = [exact_log(t) for t in (low_t, _step(low_t, math.inf), high_t, _step(high_t, -math.inf))]
+    loose = [math.log(_uniform(g, 1.1 * low, 0.9 * high)) for _ in range(2)]
+    loose += [math.log(low) - _uniform(g, 0.2, 0.9), math.log(high) + _uniform(g, 0.2, 0.9)]
+    pairs = [_exact_pair(d, g) for d in exact]
+    rollout_loose = -(torch.rand(len(loose), generator=g, dtype=F64) * 2.95 + 0.05)
+    train = torch.cat([torch.stack([p[0] for p in pairs]), (rollout_loose + torch.tensor(loose, dtype=F64)).to(dtype)])
+    rollout = torch.cat([torch.stack([p[1] for p in pairs]), rollout_loose.to(dtype)])
+    shape = ENDPOINT_SHAPES[_randint(g, 0, len(ENDPOINT_SHAPES) - 1)]
+    order = torch.randperm(8, generator=g)
+    return train[order].reshape(shape), rollout[order].reshape(shape), torch.ones(shape, dtype=torch.bool)
 
 
 def exact_endpoints(g: torch.Generator) -> list[Call]:
@@ -239,8 +298,9 @@ def exact_endpoints(g: torch.Generator) -> list[Call]:
     for mode in MODES:
         for dtype in ENDPOINT_DTYPES:
             for low, high in ENDPOINT_BOUNDS[mode]:
-                train, rollout, mask = _endpoint_batch(dtype, low, high)
-                label = f"{_name(dtype)}, low={low:g}, high={high:g}: ratios exactly on low and on high"
+                train, rollout, mask = _endpoint_batch(g, dtype, low, high)
+                label = (f"{_name(dtype)} {list(train.shape)}, low={low:g}, high={high:g}: ratios exactly on low "
+                         "and on high, no padding")
                 calls.append(call(train, rollout, mask, mode, {"low": low, "high": high}, label))
     return calls
 
@@ -259,25 +319,22 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
                 low, high = resolved(mode, bounds)
                 bound = torch.tensor(low if side == "low" else high, dtype=dtype)
                 log_ratio = _neighbours(torch.log(bound.to(F64)).to(dtype), 64, 64)  # [129]
-                train = torch.cat([log_ratio, torch.tensor([math.nan], dtype=dtype)])[None, :]  # [1, 130]
+                train = log_ratio[torch.randperm(len(log_ratio), generator=g)][None, :]  # [1, 129], a random order
                 rollout = torch.zeros_like(train)
-                mask = torch.ones(1, 130, dtype=torch.bool)
-                mask[0, -1] = False  # 129 valid tokens
+                mask = torch.ones(train.shape, dtype=torch.bool)  # 129 valid tokens, no padding
                 label = f"{_name(dtype)}, {_bounds_text(bounds)}: every log-ratio within 64 floats of log({side})"
                 calls.append(call(train, rollout, mask, mode, bounds, label))
     return calls
 
 
 def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-    """[2, n + 1]: each row holds the given ratios and one NaN-padded position; row 1 also pads its last ratio."""
+    """[2, n]: each row holds the given ratios in an order of its own, every token valid (padding is the padding
+    check's business), with random rollout log-probabilities."""
     n = len(ratios)
-    rollout = -(torch.rand(2, n + 1, generator=g, dtype=F64) + 0.5)  # [2, n + 1]
-    log_ratio = torch.log(torch.tensor([*ratios, 1.0], dtype=F64))[None, :].expand(2, -1)
-    mask = torch.ones(2, n + 1, dtype=torch.bool)
-    mask[:, -1] = False
-    mask[1, -2] = False
-    train = torch.where(mask, rollout + log_ratio, torch.tensor(math.nan, dtype=F64))
-    return train.to(dtype), rollout.to(dtype), mask
+    r = torch.tensor(ratios, dtype=F64)
+    log_ratio = torch.log(torch.stack([r[torch.randperm(n, generator=g)] for _ in range(2)]))  # [2, n]
+    rollout = -(torch.rand(2, n, generator=g, dtype=F64) + 0.5)  # [2, n]
+    return (rollout + log_ratio).to(dtype), rollout.to(dtype), torch.ones(2, n, dtype=torch.bool)
 
 
 DEFAULT_GRID = [0.3, 0.45, 0.55, 0.9, 1.0, 1.5, 1.9, 2.1, 3.0, 6.0]
@@ -325,39 +382,62 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
     return calls
 
 
+def _extreme_batch(g: torch.Generator, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, float]:
+    """[2, L], every token valid: two log-ratios that overflow exp, one that underflows to 0, one token with equal
+    log-probabilities below -1000 (ratio 1), the others at random log-ratios in [-2.5, 5], at random positions."""
+    least = 120.0 if dtype == F32 else 800.0  # exp overflows in this dtype from about 88.7 and 709.8 on
+    big = [_uniform(g, least, 2.5 * least) for _ in range(3)]
+    shift = [_uniform(g, 0.05, 3.0) for _ in range(3)]
+    deep = -1000.0 - _uniform(g, 0.0, 50.0)
+    special = [(-shift[0], -shift[0] - big[0]), (-shift[1], -shift[1] - big[1]), (-big[2] - shift[2], -shift[2]),
+               (deep, deep)]
+    cols = _randint(g, 4, 7)
+    others = 2 * cols - len(special)
+    rollout_others = -(torch.rand(others, generator=g, dtype=F64) * 3 + 0.05)
+    train_others = rollout_others + torch.rand(others, generator=g, dtype=F64) * 7.5 - 2.5
+    train = torch.cat([torch.tensor([s[0] for s in special], dtype=F64), train_others])
+    rollout = torch.cat([torch.tensor([s[1] for s in special], dtype=F64), rollout_others])
+    order = torch.randperm(2 * cols, generator=g)
+    mask = torch.ones(2, cols, dtype=torch.bool)
+    return train[order].reshape(2, cols).to(dtype), rollout[order].reshape(2, cols).to(dtype), mask, least
+
+
 def extreme_ratios(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            big = 200.0 if dtype == F32 else 1000.0  # exp overflows to inf in this dtype
-            train = torch.tensor([[0.0, -1000.0, -1.0, -big, 0.0], [-3.0, -0.5, -1000.0, -2.0, 5.0]], dtype=dtype)
-            rollout = torch.tensor([[-big, -1000.0, -1.1, 0.0, 0.0], [-3.05, -0.5 - big, -1000.0, -2.5, 0.0]],
-                                   dtype=dtype)
-            mask = torch.ones(2, 5, dtype=torch.bool)
             for bounds in ({}, {"low": 0.5, "high": 1.5}):
-                label = (f"{_name(dtype)}, {_bounds_text(bounds)}: log-ratios +{big:g} (exp overflows), -{big:g} "
-                         "(underflows to 0), 5, 0.5 and 0.1, train_logp = rollout_logp = -1000 (ratio 1)")
+                train, rollout, mask, least = _extreme_batch(g, dtype)
+                label = (f"{_name(dtype)} {list(train.shape)}, {_bounds_text(bounds)}: log-ratios above {least:g} "
+                         f"(exp overflows) and below -{least:g} (underflows to 0), train_logp = rollout_logp below "
+                         "-1000 (ratio 1)")
                 calls.append(call(train, rollout, mask, mode, bounds, label))
     return calls
 
 
+CLIPFRAC_SIDES = {"below": ("low", "in", "in", "in", "low"), "above": ("in", "in", "in", "high", "high"),
+                  "both": ("low", "in", "in", "in", "high")}
+CLIPFRAC_REGIONS = {"low": (0.15, 0.4), "in": (0.6, 1.8), "high": (2.5, 6.0)}  # around bounds 0.5 and 2
+
+
 def clipfrac_counts(g: torch.Generator) -> list[Call]:
-    """Heavy padding and one-sided changes: clipfrac counts both sides, over valid tokens only."""
+    """Heavy padding and one-sided changes: clipfrac counts both sides, over valid tokens only.
+
+    The padding is finite: NaN and inf are the padding check's business."""
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            for side, ratios in [("below", [0.2, 0.3, 0.9, 1.0, 1.1]), ("above", [0.9, 1.0, 1.1, 3.0, 5.0]),
-                                 ("both", [0.2, 0.9, 1.0, 1.1, 4.0])]:
+            for side, regions in CLIPFRAC_SIDES.items():
                 bounds: Bounds = {"low": 0.5, "high": 2.0}
-                r = torch.tensor(ratios, dtype=F64)
-                train = torch.full((4, 8), math.nan, dtype=F64)  # [4, 8]: 5 valid tokens, 27 padded
-                rollout = torch.full((4, 8), -1.0, dtype=F64)
-                mask = torch.zeros(4, 8, dtype=torch.bool)
-                positions = [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)]
-                for (i, t), value in zip(positions, r.tolist(), strict=True):
-                    train[i, t] = -1.0 + math.log(value)
-                    mask[i, t] = True
-                label = f"{_name(dtype)} [4, 8], 5 valid tokens of 32, ratios {ratios} (changes {side} the interval)"
+                ratios = torch.tensor([_uniform(g, *CLIPFRAC_REGIONS[r]) for r in regions], dtype=F64)
+                rollout = -(torch.rand(4, 8, generator=g, dtype=F64) * 3 + 0.05)  # [4, 8]: 5 valid tokens, 27 padded
+                train = rollout + torch.randn(4, 8, generator=g, dtype=F64)
+                mask = torch.zeros(32, dtype=torch.bool)
+                mask[torch.randperm(32, generator=g)[:5]] = True
+                mask = mask.reshape(4, 8)
+                train[mask] = rollout[mask] + torch.log(ratios)
+                label = (f"{_name(dtype)} [4, 8], 5 valid tokens of 32, ratios {[round(float(r), 2) for r in ratios]} "
+                         f"(changes {side} the interval)")
                 calls.append(call(train.to(dtype), rollout.to(dtype), mask, mode, bounds, label))
     return calls
 
@@ -367,8 +447,9 @@ def mask_dtypes(g: torch.Generator) -> list[Call]:
     for mode in MODES:
         for dtype, kind in [(F32, "float64"), (F32, "int32"), (F32, "uint8"), (F64, "float32"), (F64, "int64"),
                             (F32, "bool")]:
-            train, rollout, mask = random_batch(g, (3, 6), dtype, mode, {}, pad_value=math.nan)
-            label = f"{_name(dtype)} inputs with a {kind} mask, NaN padding"
+            pad = float(torch.randn((), generator=g))  # finite: NaN padding is the padding check's business
+            train, rollout, mask = random_batch(g, (3, 6), dtype, mode, {}, pad_value=pad)
+            label = f"{_name(dtype)} inputs with a {kind} mask"
             calls.append(call(train, rollout, _mask_as(mask, kind), mode, {}, label))
     return calls
 
@@ -381,7 +462,7 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
             views = [t.t().contiguous().t() for t in (train, rollout, mask)]
             assert not views[0].is_contiguous()
             calls.append(call(*views, mode, {"low": 0.5, "high": 1.5}, f"{_name(dtype)}: transposed [6, 8] views"))
-            narrow = random_batch(g, (5, 8), dtype, mode, {}, pad_value=math.nan)
+            narrow = random_batch(g, (5, 8), dtype, mode, {}, pad_value=float(torch.randn((), generator=g)))
             # interleave with columns of other values, then take every second column: the batch again, strided
             train2, rollout2, mask2 = (torch.stack([t, t.flip(1)], dim=-1).reshape(5, 16)[:, ::2] for t in narrow)
             assert not train2.is_contiguous()
@@ -389,33 +470,47 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
     return calls
 
 
+Inputs = tuple[Tensor, Tensor, Tensor]  # train_logp, rollout_logp, mask
+Change = Callable[[Inputs], dict[str, Any]]  # the arguments that replace valid ones
+
+SHAPE_ERRORS: list[tuple[str, Change]] = [
+    ("rollout_logp one column wider than train_logp", lambda b: {"rollout_logp": torch.cat([b[1], b[1][:, :1]], 1)}),
+    ("rollout_logp [1, L] (broadcastable)", lambda b: {"rollout_logp": b[1][:1]}),
+    ("mask one column narrower than train_logp", lambda b: {"mask": b[2][:, :-1]}),
+    ("mask [B, 1] (broadcastable)", lambda b: {"mask": b[2][:, :1]}),
+    ("mask [L] (broadcastable)", lambda b: {"mask": b[2][0]}),
+]
+BOUND_ERRORS: list[tuple[str, Bounds]] = [
+    ("low = -0.1", {"low": -0.1}), ("low = NaN", {"low": math.nan}), ("low = -inf", {"low": -math.inf}),
+    ("low = inf", {"low": math.inf, "high": 2.0}), ("high = inf", {"high": math.inf}),
+    ("high = NaN", {"high": math.nan}), ("high = -inf", {"low": 0.0, "high": -math.inf}),
+    ("low = 0, high = 0", {"low": 0.0, "high": 0.0}), ("high = -1", {"low": 0.0, "high": -1.0}),
+    ("low = 1.5 > high = 1.2", {"low": 1.5, "high": 1.2}), ("low = 2.5 > default high", {"low": 2.5}),
+]
+
+
 def value_errors(g: torch.Generator) -> list[Call]:
-    train, rollout, mask = random_batch(g, (3, 4), F32, ICEPOP, {})
-    base = {"train_logp": train, "rollout_logp": rollout, "mask": mask}
-    shape_cases: list[tuple[str, dict]] = [
-        ("rollout_logp [3, 5] vs train_logp [3, 4]", {"rollout_logp": torch.zeros(3, 5)}),
-        ("rollout_logp [1, 4] (broadcastable)", {"rollout_logp": rollout[:1]}),
-        ("mask [3, 3] vs train_logp [3, 4]", {"mask": mask[:, :3]}),
-        ("mask [3, 1] (broadcastable)", {"mask": mask[:, :1]}),
-        ("mask [4] (broadcastable)", {"mask": mask[0]}),
-    ]
-    bound_cases: list[tuple[str, Bounds]] = [
-        ("low = -0.1", {"low": -0.1}), ("low = NaN", {"low": math.nan}), ("low = -inf", {"low": -math.inf}),
-        ("low = inf", {"low": math.inf, "high": 2.0}), ("high = inf", {"high": math.inf}),
-        ("high = NaN", {"high": math.nan}), ("high = -inf", {"low": 0.0, "high": -math.inf}),
-        ("low = 0, high = 0", {"low": 0.0, "high": 0.0}), ("high = -1", {"low": 0.0, "high": -1.0}),
-        ("low = 1.5 > high = 1.2", {"low": 1.5, "high": 1.2}), ("low = 2.5 > default high", {"low": 2.5}),
-    ]
+    """Each call that must raise is grouped with a valid call in the same mode, in an order drawn from g:
+    raising on everything, or never, earns nothing."""
+    bad: list[tuple[str, str, Change]] = [(mode, label, change) for mode in MODES for label, change in SHAPE_ERRORS]
+    bad += [(mode, label, lambda b, bounds=bounds: dict(bounds)) for mode in MODES for label, bounds in BOUND_ERRORS]
+    bad.append((ICEPOP, "high = 0.3 < default low 0.5", lambda b: {"high": 0.3}))
+    bad += [(mode, f"unknown mode {mode!r}", lambda b: {}) for mode in ("mis", "TIS", "IcePop", "", "tis ")]
     calls = []
-    for mode in MODES:
-        for label, change in shape_cases:
-            calls.append(Call(FUNCTION, {**base, "mode": mode, **change}, f"{mode}: {label}"))
-        for label, bounds in bound_cases:
-            calls.append(Call(FUNCTION, {**base, "mode": mode, **bounds}, f"{mode}: {label}"))
-    calls.append(Call(FUNCTION, {**base, "mode": ICEPOP, "high": 0.3}, "icepop: high = 0.3 < default low 0.5"))
-    for mode in ("mis", "TIS", "IcePop", "", "tis "):
-        calls.append(Call(FUNCTION, {**base, "mode": mode}, f"unknown mode {mode!r}"))
-    return calls
+    for index, (mode, label, change) in enumerate(bad):
+        group = f"pair {index}"
+        valid_mode = mode if mode in MODES else MODES[index % 2]
+        inputs = random_batch(g, (_randint(g, 3, 5), _randint(g, 4, 8)), F32, valid_mode, {})
+        base = {"train_logp": inputs[0], "rollout_logp": inputs[1], "mask": inputs[2]}
+        shape = f"batch {list(inputs[0].shape)}"
+        prefix = f"{mode}: " if mode in MODES else ""
+        calls.append(Call(FUNCTION, {**base, "mode": mode, **change(inputs)}, f"{prefix}{label} ({shape}): must raise",
+                          group=group))
+        low = _uniform(g, 0.0, 0.9) if valid_mode == TIS else _uniform(g, 0.1, 0.9)
+        bounds: Bounds = {"low": round(low, 3), "high": round(_uniform(g, 1.1, 3.0), 3)}
+        calls.append(Call(FUNCTION, {**base, "mode": valid_mode, **bounds},
+                          f"{valid_mode}: valid {shape}, {_bounds_text(bounds)}: must not raise", group=group))
+    return _shuffled(calls, g)
 
 
 EDGE_GRID = [1e-7, 0.5, 0.9995, 1.0, 1.0005, 2.0, 9e6]
@@ -424,13 +519,17 @@ EDGE_BOUNDS: list[Bounds] = [{"low": 1.0, "high": 1.0}, {"low": 0.0, "high": 1e-
 
 
 def valid_edge_bounds(g: torch.Generator) -> list[Call]:
+    """Under TIS, low = high = 1 sets every weight to 1 and a tiny high sets every weight within tolerance of 0,
+    whatever the inputs: each of those calls counts together with a call two bounds further, whose answer
+    depends on them."""
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            for bounds in EDGE_BOUNDS:
+            for index, bounds in enumerate(EDGE_BOUNDS):
                 train, rollout, mask = _ratio_grid(EDGE_GRID, dtype, g)
                 label = f"{_name(dtype)}, {_bounds_text(bounds)} (valid), ratios {EDGE_GRID}"
-                calls.append(call(train, rollout, mask, mode, bounds, label))
+                group = f"{mode} {_name(dtype)} pair {index % 2}" if index < 4 else None
+                calls.append(call(train, rollout, mask, mode, bounds, label, group=group))
     return calls
 
 
@@ -440,13 +539,14 @@ def bfloat16_inputs(g: torch.Generator) -> list[Call]:
         plan: list[tuple[tuple[int, int], Bounds]] = [((4, 16), {"low": 0.8, "high": 1.2}), ((8, 32), {}),
                                                       ((3, 64), {"low": 0.5, "high": 1.5})]
         for shape, bounds in plan:
-            train, rollout, mask = random_batch(g, shape, BF16, mode, bounds, pad_value=math.nan, spread=0.3)
+            pad = float(torch.randn((), generator=g))  # finite: NaN padding is the padding check's business
+            train, rollout, mask = random_batch(g, shape, BF16, mode, bounds, pad_value=pad, spread=0.3)
             # two valid tokens whose ratio is exactly the rounded low and the rounded high
             low, high = resolved(mode, bounds)
             for column, bound in ((1, low), (2, high)):
                 if bound > 0:
                     train[0, column] = exact_log(torch.tensor(bound, dtype=BF16))
                     rollout[0, column], mask[0, column] = 0.0, True
-            label = f"bfloat16 {list(shape)}, {_bounds_text(bounds)}, ratios exactly on the bounds, NaN padding"
+            label = f"bfloat16 {list(shape)}, {_bounds_text(bounds)}, ratios exactly on the bounds"
             calls.append(call(train, rollout, mask, mode, bounds, label))
     return calls

@@ -1,13 +1,19 @@
 """Case generators for glm5_offpolicy: each takes a seeded torch.Generator and returns the calls to make.
 
 Every T1-T3 case mixes kept, rejected and padded tokens, so no trivial answer (zeros, a constant, the raw
-ratio, the input echoed back) matches a case by accident.
+ratio, the input echoed back) matches a case by accident. Every call draws its inputs from the generator: an
+edge case keeps its edge (a ratio exactly on a bound, an empty mask, an overflowing ratio) while the other
+tokens, their positions, the shapes and the advantages change from seed to seed, so the public seed's cases
+(shipped to learners) never answer a graded one. A call whose right answer does not depend on its inputs (it
+must raise, its mask is empty) is grouped with one whose answer does, so a constant answer earns nothing.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from decimal import Decimal, getcontext
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -18,6 +24,7 @@ F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
 WEIGHTS, LOSS = "masked_is_weights", "offpolicy_loss"
 MASK_KINDS = ("bool", "float32", "int64", "float64", "uint8", "int32")
+NON_FINITE = (math.nan, math.inf, -math.inf)
 
 
 def _mask_as(mask: Tensor, kind: str) -> Tensor:
@@ -37,17 +44,38 @@ def _describe(dtype: torch.dtype, shape: tuple[int, ...], kind: str, clip: tuple
     return f"{_name(dtype)} {list(shape)} {kind} mask, {widths}"
 
 
+def _uniform(g: torch.Generator, low: float, high: float) -> float:
+    return low + (high - low) * float(torch.rand((), generator=g, dtype=F64))
+
+
+def _randint(g: torch.Generator, low: int, high: int) -> int:
+    """An int in [low, high], both included."""
+    return int(torch.randint(low, high + 1, (), generator=g))
+
+
+def _signed(g: torch.Generator, count: int, low: float = 0.5, high: float = 2.0) -> Tensor:
+    """[count] float64 values of magnitude in [low, high] and random sign: advantages far from zero."""
+    magnitude = low + (high - low) * torch.rand(count, generator=g, dtype=F64)
+    return torch.where(torch.rand(count, generator=g) < 0.5, -magnitude, magnitude)
+
+
+def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
+    """The calls in an order drawn from `g`: a call's position says nothing about what it must return."""
+    return [calls[i] for i in torch.randperm(len(calls), generator=g).tolist()]
+
+
 def weights_call(logp: Tensor, rollout: Tensor, mask: Tensor, clip: tuple[float, float] | None, label: str,
-                 requires_grad: tuple[str, ...] = (), hidden: bool = False) -> Call:
+                 requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None) -> Call:
     kwargs = {"logp": logp, "rollout_logp": rollout, "mask": mask, **_widths(clip)}
-    return Call(WEIGHTS, kwargs, f"{WEIGHTS}: {label}", requires_grad=requires_grad, hidden=hidden)
+    return Call(WEIGHTS, kwargs, f"{WEIGHTS}: {label}", requires_grad=requires_grad, hidden=hidden, group=group)
 
 
 def loss_call(logp: Tensor, rollout: Tensor, adv: Tensor, mask: Tensor, clip: tuple[float, float] | None,
-              label: str, requires_grad: tuple[str, ...] = ("logp",), hidden: bool = False) -> Call:
+              label: str, requires_grad: tuple[str, ...] = ("logp",), hidden: bool = False,
+              group: str | None = None) -> Call:
     kwargs = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask, **_widths(clip)}
     return Call(LOSS, kwargs, f"{LOSS}: {label}", requires_grad=requires_grad, backward=bool(requires_grad),
-                hidden=hidden)
+                hidden=hidden, group=group)
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
@@ -59,11 +87,11 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     lengths = torch.randint(0, cols + 1, (rows,), generator=g)
     lengths[0] = max(int(lengths[0]), min(cols, 2))
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
-    valid = mask.nonzero().tolist()
-    if len(valid) < 2:  # L = 1: make a second row valid
+    if int(mask.sum()) < 2:  # L = 1: make a second row valid
         mask[-1, 0] = True
-        valid = mask.nonzero().tolist()
-    (i0, t0), (i1, t1) = valid[0], valid[-1]
+    valid = mask.nonzero()
+    # two distinct valid tokens at random positions: no position's answer is the same from seed to seed
+    (i0, t0), (i1, t1) = valid[torch.randperm(len(valid), generator=g)[:2]].tolist()
     # one certainly kept (ratio 1.02 lies inside every interval of RANDOM_WIDTHS), one certainly rejected
     diff[i0, t0], diff[i1, t1] = 0.02, 0.9
     rollout = logp - diff
@@ -72,6 +100,16 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     adv = torch.randn(rows, generator=g, dtype=F64)
     adv[i0] = adv[i0] + (1.0 if adv[i0] >= 0 else -1.0)  # the kept token's advantage is far from zero
     return logp.to(dtype), rollout.to(dtype), mask, adv.to(dtype)
+
+
+def _pad_non_finite(x: Tensor, mask: Tensor, g: torch.Generator) -> Tensor:
+    """x with every padded position replaced by NaN, +inf or -inf drawn at random, the first one NaN."""
+    picks = torch.randint(0, len(NON_FINITE), x.shape, generator=g)  # [B, L]
+    padded = mask == 0
+    first = padded.nonzero()[:1].tolist()
+    if first:
+        picks[tuple(first[0])] = 0
+    return torch.where(padded, torch.tensor(NON_FINITE, dtype=x.dtype)[picks], x)
 
 
 RANDOM_SHAPES = [(3, 7), (5, 5), (1, 9), (6, 1), (2, 2), (8, 33), (16, 64), (64, 256)]
@@ -129,26 +167,44 @@ def contract_loss(g: torch.Generator) -> list[Call]:
 
 
 def empty_mask(g: torch.Generator) -> list[Call]:
+    """Every empty-mask call is grouped with a call of the same function and shape whose mask is not empty.
+
+    The padding of an empty call is either NaN/inf or the finite values of its partner, so a loss that turns
+    only non-finite padding into NaN is told apart from one that divides 0 by 0.
+    """
     calls = []
     for dtype in DTYPES:
-        shape = (3, 4)
-        nan = torch.full(shape, math.nan, dtype=dtype)
-        mask = torch.zeros(shape, dtype=torch.bool)
-        adv = torch.randn(3, generator=g, dtype=F64).to(dtype)
-        label = f"{_name(dtype)} [3, 4], every token masked, padding NaN"
-        calls.append(weights_call(nan, nan.clone(), mask, None, label))
-        calls.append(loss_call(nan, nan.clone(), adv, mask, None, label))
-        calls.append(loss_call(nan, nan.clone(), adv, mask.to(F32), None, label + ", float mask"))
-    return calls
+        for function, kind, padding in [(WEIGHTS, "bool", "NaN/inf"), (LOSS, "bool", "finite"),
+                                        (LOSS, "float32", "NaN/inf")]:
+            shape = (_randint(g, 2, 5), _randint(g, 2, 7))
+            logp, rollout, _, adv = random_batch(g, shape, dtype)
+            empty = torch.zeros(shape, dtype=torch.bool)
+            if padding != "finite":
+                logp, rollout = _pad_non_finite(logp, empty, g), _pad_non_finite(rollout, empty, g)
+            group = f"{_name(dtype)} {function} {kind} mask, {padding} padding"
+            label = f"{_name(dtype)} {list(shape)} {kind} mask"
+            filled = random_batch(g, shape, dtype)
+            for lp, rl, m, a, text in [(logp, rollout, empty, adv, f"every token masked, padding {padding}"),
+                                       (*filled, "valid tokens, the partner of an empty-mask case")]:
+                if function == WEIGHTS:
+                    calls.append(weights_call(lp, rl, _mask_as(m, kind), None, f"{label}, {text}", group=group))
+                else:
+                    calls.append(loss_call(lp, rl, a, _mask_as(m, kind), None, f"{label}, {text}", group=group))
+    return _shuffled(calls, g)
 
 
 def mutation(g: torch.Generator) -> list[Call]:
+    """NaN/inf padding, where an in-place clean-up (`nan_to_num_`, `x[~mask] = 0`) shows as a mutation."""
     calls = []
     for dtype in DTYPES:
-        logp, rollout, mask, adv = random_batch(g, (4, 6), dtype, pad_value=math.nan)
-        label = f"{_name(dtype)} [4, 6] with NaN padding"
+        shape = (_randint(g, 3, 5), _randint(g, 4, 8))
+        logp, rollout, mask, adv = random_batch(g, shape, dtype)
+        if bool(mask.all()):
+            mask[-1, -1] = False
+        logp, rollout = _pad_non_finite(logp, mask, g), _pad_non_finite(rollout, mask, g)
+        label = f"{_name(dtype)} {list(shape)} with NaN/inf padding"
         calls.append(weights_call(logp, rollout, mask, None, label))
-        calls.append(loss_call(logp, rollout, adv, mask.to(dtype), None, label, requires_grad=()))
+        calls.append(loss_call(logp, rollout, adv, mask.to(dtype), None, label + ", float mask", requires_grad=()))
         calls.append(loss_call(logp.t().contiguous().t(), rollout, adv, mask, (0.1, 0.3),
                                label + ", column-major logp", requires_grad=()))
     return calls
@@ -186,34 +242,48 @@ def exact_log(bound: Tensor) -> Tensor:
     return d
 
 
+def _exact_pair(d: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    """logp, rollout_logp of d's dtype, rollout drawn at random, with logp - rollout_logp == d exactly."""
+    rollout = -(torch.rand(512, generator=g, dtype=F64) * 2.95 + 0.05).to(d.dtype)  # candidates
+    logp = d + rollout
+    exact = ((logp - rollout) == d).nonzero()
+    if len(exact) == 0:  # never seen: each candidate is exact with probability above 1/30
+        return d.clone(), torch.zeros((), dtype=d.dtype)
+    first = int(exact[0])
+    return logp[first], rollout[first]
+
+
 ENDPOINT_WIDTHS = [(0.2, 0.2), (0.1, 0.3), (0.25, 0.5)]
 
 
-def _endpoint_batch(dtype: torch.dtype, clip: tuple[float, float]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    low = torch.tensor(1 - clip[0], dtype=dtype)
-    high = torch.tensor(1 + clip[1], dtype=dtype)
-    d_low, d_high = exact_log(low), exact_log(high)
+def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, float],
+                    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """[B, L], every token valid (no padding: that is the padding check's business): log-ratios exactly on the
+    logs of both bounds and one float inside each, one token surely kept, the others at random ratios in
+    [0.5, 1.6], all at random positions, with random rollout log-probabilities and advantages."""
     inf = torch.tensor(math.inf, dtype=dtype)
-    inside_low, inside_high = torch.nextafter(d_low, inf), torch.nextafter(d_high, -inf)
-    row0 = torch.stack([d_low, inside_low, torch.tensor(0.0, dtype=dtype), torch.tensor(math.nan, dtype=dtype)])
-    row1 = torch.stack([d_high, inside_high, torch.tensor(0.05, dtype=dtype), torch.tensor(0.7, dtype=dtype)])
-    diff = torch.stack([row0, row1])  # [2, 4]: on a bound, one float inside it, comfortably inside, padding/out
-    rollout = torch.tensor([[-0.5, -0.5, -1.0, -2.0], [-0.25, -0.25, -1.0, -2.0]], dtype=dtype)
-    logp = diff + rollout
-    exact = (logp - rollout) == diff
-    rollout, logp = torch.where(exact, rollout, 0.0).to(dtype), torch.where(exact, logp, diff).to(dtype)
-    assert bool(((logp - rollout == diff) | diff.isnan()).all())
-    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
-    adv = torch.tensor([1.5, -0.75], dtype=dtype)
-    return logp, rollout, mask, adv
+    d_low = exact_log(torch.tensor(1 - clip[0], dtype=dtype))
+    d_high = exact_log(torch.tensor(1 + clip[1], dtype=dtype))
+    special = [d_low, torch.nextafter(d_low, inf), d_high, torch.nextafter(d_high, -inf)]
+    rows, cols = _randint(g, 2, 4), _randint(g, 4, 7)
+    others = torch.log(torch.rand(rows * cols - len(special), generator=g, dtype=F64) * 1.1 + 0.5)
+    others[0] = math.log(_uniform(g, 1 - clip[0] + 0.02, 1 + clip[1] - 0.02))  # one token surely kept
+    rollout_others = -(torch.rand(len(others), generator=g, dtype=F64) * 2.95 + 0.05)
+    pairs = [_exact_pair(d, g) for d in special]
+    logp = torch.cat([torch.stack([p[0] for p in pairs]), (rollout_others + others).to(dtype)])
+    rollout = torch.cat([torch.stack([p[1] for p in pairs]), rollout_others.to(dtype)])
+    order = torch.randperm(rows * cols, generator=g)
+    mask = torch.ones(rows, cols, dtype=torch.bool)
+    return logp[order].reshape(rows, cols), rollout[order].reshape(rows, cols), mask, _signed(g, rows).to(dtype)
 
 
 def exact_endpoints(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for clip in ENDPOINT_WIDTHS:
-            logp, rollout, mask, adv = _endpoint_batch(dtype, clip)
-            label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g}: ratios exactly on 1 - clip_low and 1 + clip_high"
+            logp, rollout, mask, adv = _endpoint_batch(g, dtype, clip)
+            label = (f"{_name(dtype)} {list(logp.shape)}, widths {clip[0]:g}/{clip[1]:g}: ratios exactly on "
+                     "1 - clip_low and 1 + clip_high, no padding")
             calls.append(weights_call(logp, rollout, mask, clip, label))
             calls.append(loss_call(logp, rollout, adv, mask, clip, label))
     return calls
@@ -223,9 +293,11 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for clip in ENDPOINT_WIDTHS[:2]:
-            low = torch.tensor(1 - clip[0], dtype=dtype)
-            high = torch.tensor(1 + clip[1], dtype=dtype)
-            logp = torch.stack([_ulp_neighbours(torch.log(low), 64), _ulp_neighbours(torch.log(high), 64)])  # [2, 129]
+            rows = []
+            for bound in (1 - clip[0], 1 + clip[1]):
+                window = _ulp_neighbours(torch.log(torch.tensor(bound, dtype=dtype)), 64)  # [129]
+                rows.append(window[torch.randperm(len(window), generator=g)])
+            logp = torch.stack(rows)  # [2, 129], each row in an order drawn from g
             rollout = torch.zeros_like(logp)
             mask = torch.ones(logp.shape, dtype=torch.bool)
             label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g}: every float within 64 ulps of log(bound)"
@@ -234,13 +306,15 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
 
 
 def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator):
+    """[2, n]: each row holds the given ratios in its own random order; one random token of row 1 is padding."""
+    n = len(ratios)
     r = torch.tensor(ratios, dtype=F64)
-    rollout = -(torch.rand(2, len(ratios), generator=g, dtype=F64) + 0.5)  # [2, n]
-    logp = rollout + torch.log(r)[None, :]
-    mask = torch.ones(2, len(ratios), dtype=torch.bool)
-    mask[1, -1] = False
-    adv = torch.tensor([1.25, -0.5], dtype=F64)
-    return logp.to(dtype), rollout.to(dtype), mask, adv.to(dtype)
+    columns = torch.stack([r[torch.randperm(n, generator=g)] for _ in range(2)])  # [2, n]
+    rollout = -(torch.rand(2, n, generator=g, dtype=F64) + 0.5)  # [2, n]
+    logp = rollout + torch.log(columns)
+    mask = torch.ones(2, n, dtype=torch.bool)
+    mask[1, _randint(g, 0, n - 1)] = False
+    return logp.to(dtype), rollout.to(dtype), mask, _signed(g, 2).to(dtype)
 
 
 GRID = [0.55, 0.65, 0.75, 0.85, 0.95, 1.05, 1.15, 1.25, 1.4, 1.6]
@@ -283,24 +357,42 @@ def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         logp, rollout, mask, adv = random_batch(g, (4, 5), dtype)
-        mask[2] = False
-        logp[2], rollout[2] = math.nan, math.nan
-        adv[2] = math.nan
-        label = f"{_name(dtype)} [4, 5], row 2 has no valid token and advantage NaN"
+        row = _randint(g, 0, 3)
+        mask[row] = False
+        logp[row], rollout[row] = math.nan, math.nan
+        adv[row] = math.nan
+        label = f"{_name(dtype)} [4, 5], row {row} has no valid token and advantage NaN"
         calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
     return calls
+
+
+def _extreme_batch(g: torch.Generator, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor, float]:
+    """[2, L], every token valid: two log-ratios that overflow exp, one that underflows, two tokens with equal
+    log-probabilities below -1000 (ratio 1), the rest ordinary, at random positions."""
+    least = 120.0 if dtype == F32 else 800.0  # exp overflows in this dtype from about 88.7 and 709.8 on
+    big = [_uniform(g, least, 2.5 * least) for _ in range(3)]
+    low = [_uniform(g, 0.05, 3.0) for _ in range(3)]
+    deep = [-1000.0 - _uniform(g, 0.0, 50.0) for _ in range(2)]
+    special = [(-low[0], -low[0] - big[0]), (-low[1], -low[1] - big[1]), (-big[2] - low[2], -low[2]),
+               (deep[0], deep[0]), (deep[1], deep[1])]
+    cols = _randint(g, 4, 7)
+    others = 2 * cols - len(special)
+    rollout_others = -(torch.rand(others, generator=g, dtype=F64) * 3 + 0.05)
+    logp_others = rollout_others + torch.log(torch.rand(others, generator=g, dtype=F64) * 1.1 + 0.5)
+    logp = torch.cat([torch.tensor([s[0] for s in special], dtype=F64), logp_others])
+    rollout = torch.cat([torch.tensor([s[1] for s in special], dtype=F64), rollout_others])
+    order = torch.randperm(2 * cols, generator=g)
+    mask = torch.ones(2, cols, dtype=torch.bool)
+    shaped = (logp[order].reshape(2, cols).to(dtype), rollout[order].reshape(2, cols).to(dtype))
+    return *shaped, mask, _signed(g, 2).to(dtype), least
 
 
 def extreme_ratios(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
-        big = 200.0 if dtype == F32 else 1000.0  # exp overflows to inf in this dtype
-        logp = torch.tensor([[0.0, -1000.0, -1.0, -big], [-3.0, -0.5, -1000.0, -2.0]], dtype=dtype)
-        rollout = torch.tensor([[-big, -1000.0, -1.1, 0.0], [-3.05, -0.5 - big, -1000.0, -2.0]], dtype=dtype)
-        mask = torch.ones(2, 4, dtype=torch.bool)
-        adv = torch.tensor([0.8, -1.3], dtype=dtype)
-        label = (f"{_name(dtype)}: log-ratios +{big:g} (exp overflows), -{big:g} (underflows) and "
-                 "logp = rollout_logp = -1000 (ratio 1)")
+        logp, rollout, mask, adv, least = _extreme_batch(g, dtype)
+        label = (f"{_name(dtype)} {list(logp.shape)}: log-ratios above {least:g} (exp overflows) and below "
+                 f"-{least:g} (underflows), and logp = rollout_logp below -1000 (ratio 1)")
         calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
     return calls
 
@@ -321,7 +413,9 @@ def denominator_counts_rejected(g: torch.Generator) -> list[Call]:
         for share in (0.5, 0.8):
             logp, rollout, mask, adv = random_batch(g, (4, 10), dtype, spread=0.05)
             far = torch.rand(4, 10, generator=g) < share
-            far[0, 0] = False  # keep one token kept
+            i, t = mask.nonzero()[_randint(g, 0, int(mask.sum()) - 1)].tolist()
+            far[i, t] = False
+            rollout[i, t] = logp[i, t] - 0.01  # one valid token surely kept
             rollout = torch.where(far, logp - 1.0, rollout)
             label = f"{_name(dtype)} [4, 10], about {share:.0%} of valid tokens rejected by the ratio test"
             calls.append(loss_call(logp, rollout, adv, mask, None, label))
@@ -329,13 +423,16 @@ def denominator_counts_rejected(g: torch.Generator) -> list[Call]:
 
 
 def token_mean(g: torch.Generator) -> list[Call]:
+    """Responses of very different lengths with different advantages, where a mean of means differs."""
     calls = []
     for dtype in DTYPES:
-        logp, rollout, mask, adv = random_batch(g, (3, 20), dtype, spread=0.05)
-        mask = torch.zeros(3, 20, dtype=torch.bool)
-        mask[0, :1], mask[1, :20], mask[2, :6] = True, True, True
-        adv = torch.tensor([3.0, -0.5, 1.0], dtype=dtype)
-        label = f"{_name(dtype)} [3, 20], responses of 1, 20 and 6 valid tokens"
+        cols = _randint(g, 12, 24)
+        logp, rollout, _, _ = random_batch(g, (3, cols), dtype, spread=0.05)
+        lengths = torch.tensor([_randint(g, 1, 3), cols, _randint(g, 4, cols - 4)])
+        lengths = lengths[torch.randperm(3, generator=g)]
+        mask = torch.arange(cols)[None, :] < lengths[:, None]  # [3, L]
+        adv = _signed(g, 3, 0.5, 3.0).to(dtype)
+        label = f"{_name(dtype)} [3, {cols}], responses of {', '.join(map(str, lengths.tolist()))} valid tokens"
         calls.append(loss_call(logp, rollout, adv, mask, None, label))
     return calls
 
@@ -365,36 +462,61 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
     return calls
 
 
-def value_errors(g: torch.Generator) -> list[Call]:
-    logp, rollout, mask, adv = random_batch(g, (3, 4), F32)
-    cases: list[tuple[str, dict]] = [
-        ("logp 1-D", {"logp": logp[0], "rollout_logp": rollout[0], "mask": mask[0]}),
-        ("logp 3-D", {"logp": logp[None], "rollout_logp": rollout[None], "mask": mask[None]}),
-        ("rollout_logp [3, 5] vs logp [3, 4]", {"rollout_logp": torch.zeros(3, 5)}),
-        ("rollout_logp [1, 4] (broadcastable)", {"rollout_logp": rollout[:1]}),
-        ("mask [3, 3] vs logp [3, 4]", {"mask": mask[:, :3]}),
-        ("mask [1, 4] (broadcastable)", {"mask": mask[:1]}),
-        ("mask [3, 1] (broadcastable)", {"mask": mask[:, :1]}),
-        ("clip_low = 0", {"clip_low": 0.0}),
-        ("clip_low = 1", {"clip_low": 1.0}),
-        ("clip_low = -0.1", {"clip_low": -0.1}),
-        ("clip_low = 1.5", {"clip_low": 1.5}),
-        ("clip_low = NaN", {"clip_low": math.nan}),
-        ("clip_high = 0", {"clip_high": 0.0}),
-        ("clip_high = -0.2", {"clip_high": -0.2}),
-        ("clip_high = inf", {"clip_high": math.inf}),
-        ("clip_high = NaN", {"clip_high": math.nan}),
+Batch = tuple[Tensor, Tensor, Tensor, Tensor]  # logp, rollout_logp, mask, advantages
+Change = Callable[[Batch], dict[str, Any]]  # the arguments that replace valid ones
+
+
+def _bad_arguments(g: torch.Generator) -> list[tuple[str, Change]]:
+    """(label, batch -> the arguments that replace valid ones) for each input the Errors clause rejects."""
+    return [
+        ("logp 1-D", lambda b: {"logp": b[0][0], "rollout_logp": b[1][0], "mask": b[2][0]}),
+        ("logp 3-D", lambda b: {"logp": b[0][None], "rollout_logp": b[1][None], "mask": b[2][None]}),
+        ("rollout_logp one column wider than logp", lambda b: {"rollout_logp": torch.cat([b[1], b[1][:, :1]], 1)}),
+        ("rollout_logp [1, L] (broadcastable)", lambda b: {"rollout_logp": b[1][:1]}),
+        ("mask one column narrower than logp", lambda b: {"mask": b[2][:, :-1]}),
+        ("mask [1, L] (broadcastable)", lambda b: {"mask": b[2][:1]}),
+        ("mask [B, 1] (broadcastable)", lambda b: {"mask": b[2][:, :1]}),
+        ("clip_low = 0", lambda b: {"clip_low": 0.0}),
+        ("clip_low = 1", lambda b: {"clip_low": 1.0}),
+        *[(f"clip_low = {v:.3g}", lambda b, v=v: {"clip_low": v})
+          for v in (-_uniform(g, 0.01, 0.5), 1 + _uniform(g, 0.01, 1.0))],
+        ("clip_low = NaN", lambda b: {"clip_low": math.nan}),
+        ("clip_high = 0", lambda b: {"clip_high": 0.0}),
+        *[(f"clip_high = {v:.3g}", lambda b, v=v: {"clip_high": v}) for v in (-_uniform(g, 0.01, 0.5),)],
+        ("clip_high = inf", lambda b: {"clip_high": math.inf}),
+        ("clip_high = NaN", lambda b: {"clip_high": math.nan}),
     ]
-    base = {"logp": logp, "rollout_logp": rollout, "mask": mask}
+
+
+BAD_ADVANTAGES = [
+    ("advantages [B + 1]", lambda b: torch.cat([b[3], b[3][:1]])),
+    ("advantages [B, 1]", lambda b: b[3][:, None]),
+    ("advantages 0-dim", lambda b: b[3][0]),
+    ("advantages [B, L]", lambda b: b[0].detach().clone()),
+]
+
+
+def value_errors(g: torch.Generator) -> list[Call]:
+    """Each call that must raise is grouped with a valid call of the same function, in an order drawn from g:
+    raising on everything, or never, earns nothing."""
+    pairs: list[tuple[str, str, Change]] = [(f, label, change) for label, change in _bad_arguments(g)
+                                            for f in (WEIGHTS, LOSS)]
+    pairs += [(LOSS, label, lambda b, bad=bad: {"advantages": bad(b)}) for label, bad in BAD_ADVANTAGES]
     calls = []
-    for label, change in cases:
-        kwargs = {**base, **change}
-        calls.append(Call(WEIGHTS, kwargs, f"{WEIGHTS}: {label}"))
-        calls.append(Call(LOSS, {**kwargs, "advantages": adv}, f"{LOSS}: {label}"))
-    for label, bad in [("advantages [4] for B = 3", torch.zeros(4)), ("advantages [3, 1]", adv[:, None]),
-                       ("advantages 0-dim", adv[0]), ("advantages [3, 4]", torch.zeros(3, 4))]:
-        calls.append(Call(LOSS, {**base, "advantages": bad}, f"{LOSS}: {label}"))
-    return calls
+    for index, (function, label, change) in enumerate(pairs):
+        group = f"pair {index}"
+        batch = random_batch(g, (_randint(g, 2, 4), _randint(g, 3, 6)), F32)
+        logp, rollout, mask, adv = batch
+        base = {"logp": logp, "rollout_logp": rollout, "mask": mask}
+        if function == LOSS:
+            base["advantages"] = adv
+        shape = f"batch [{logp.shape[0]}, {logp.shape[1]}]"
+        calls.append(Call(function, {**base, **change(batch)}, f"{function}: {label} ({shape}): must raise",
+                          group=group))
+        clip = (round(_uniform(g, 0.05, 0.5), 3), round(_uniform(g, 0.05, 0.5), 3))
+        calls.append(Call(function, {**base, **_widths(clip)},
+                          f"{function}: valid {shape}, widths {clip[0]:g}/{clip[1]:g}: must not raise", group=group))
+    return _shuffled(calls, g)
 
 
 def valid_edge_widths(g: torch.Generator) -> list[Call]:

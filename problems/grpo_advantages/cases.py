@@ -3,11 +3,19 @@
 Every T1-T3 case holds at least one group whose rewards differ and, when std normalization is on, a group
 whose sigma is far from 1, so no trivial answer (zeros, the rewards echoed back, centring without
 normalization) matches a case by accident.
+
+Every call draws its rewards from the generator: an edge case keeps its edge (a constant group, a group of one,
+a sigma comparable to eps) while the other groups, their order and their levels change from seed to seed, so
+the public seed's cases (shipped to learners) never answer a graded one. A call whose right answer does not
+depend on its inputs (it must raise, every group has one reward) is grouped with one whose answer does, so a
+constant answer earns nothing.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -36,12 +44,28 @@ def _describe(rewards: Tensor, group_size: int, options: dict[str, object]) -> s
 
 def advantages_call(rewards: Tensor, group_size: int, std_normalize: bool | None = True, eps: float | None = 1e-6,
                     unbiased: bool | None = False, note: str = "", requires_grad: tuple[str, ...] = (),
-                    hidden: bool = False) -> Call:
+                    hidden: bool = False, group: str | None = None) -> Call:
     """One call; an option left None is omitted, so the learner's default applies."""
     options = _options(std_normalize, eps, unbiased)
     kwargs = {"rewards": rewards, "group_size": group_size, **options}
     label = _describe(rewards, group_size, options) + (f": {note}" if note else "")
-    return Call(FUNCTION, kwargs, label, requires_grad=requires_grad, hidden=hidden)
+    return Call(FUNCTION, kwargs, label, requires_grad=requires_grad, hidden=hidden, group=group)
+
+
+def _randint(g: torch.Generator, low: int, high: int) -> int:
+    """An int in [low, high], both included."""
+    return int(torch.randint(low, high + 1, (), generator=g))
+
+
+def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
+    """The calls in an order drawn from `g`: a call's position says nothing about what it must return."""
+    return [calls[i] for i in torch.randperm(len(calls), generator=g).tolist()]
+
+
+def _shuffled_groups(rewards: Tensor, group_size: int, g: torch.Generator) -> Tensor:
+    """The same groups in an order drawn from `g`."""
+    grouped = rewards.reshape(-1, group_size)  # [N / G, G]
+    return grouped[torch.randperm(grouped.shape[0], generator=g)].reshape(-1)
 
 
 # ---------------------------------------------------------------- reward batches
@@ -66,7 +90,7 @@ def _spread_group(g: torch.Generator, size: int, dtype: torch.dtype, level: floa
 
 
 def _uniform(g: torch.Generator, low: float, high: float) -> float:
-    return low + (high - low) * float(torch.rand(1, generator=g, dtype=F64))
+    return low + (high - low) * float(torch.rand((), generator=g, dtype=F64))
 
 
 def _binary_group(g: torch.Generator, size: int, dtype: torch.dtype, p: float) -> Tensor:
@@ -131,7 +155,11 @@ def contract(g: torch.Generator) -> list[Call]:
         rewards = random_rewards(g, group_size, groups, F64).to(dtype)
         calls.append(advantages_call(rewards, group_size))
         calls.append(advantages_call(rewards, group_size, std_normalize=False))
-    calls.append(advantages_call(torch.zeros(0, dtype=F64), 4, note="empty rewards give an empty result"))
+    # an empty tensor holds nothing to draw: its call counts with a call whose rewards are drawn
+    rewards = random_rewards(g, 4, _randint(g, 1, 3), F64)
+    calls.append(advantages_call(torch.zeros(0, dtype=F64), 4, note="empty rewards give an empty result",
+                                 group="empty rewards"))
+    calls.append(advantages_call(rewards, 4, note="the partner of the empty case", group="empty rewards"))
     return calls
 
 
@@ -146,13 +174,18 @@ def contract_grad(g: torch.Generator) -> list[Call]:
 
 
 def single_sample_groups(g: torch.Generator) -> list[Call]:
+    """Each group_size=1 call (all zeros, whatever the rewards) is grouped with the same rewards centred in
+    groups of 2, whose answer depends on them."""
     calls = []
     for dtype in DTYPES:
-        rewards = random_rewards(g, 1, 6, dtype)
-        for std_normalize, eps, unbiased in [(True, 1e-6, False), (True, 1e-6, True), (True, 0.0, False),
-                                             (True, 0.0, True), (False, 1e-6, True)]:
-            calls.append(advantages_call(rewards, 1, std_normalize, eps, unbiased))
-    return calls
+        for index, (std_normalize, eps, unbiased) in enumerate([(True, 1e-6, False), (True, 1e-6, True),
+                                                                (True, 0.0, False), (True, 0.0, True),
+                                                                (False, 1e-6, True)]):
+            rewards = random_rewards(g, 2, _randint(g, 2, 4), dtype)
+            group = f"{_name(dtype)} {index}"
+            calls.append(advantages_call(rewards, 1, std_normalize, eps, unbiased, group=group))
+            calls.append(advantages_call(rewards, 2, False, note="the partner of a group_size=1 case", group=group))
+    return _shuffled(calls, g)
 
 
 def mutation(g: torch.Generator) -> list[Call]:
@@ -173,17 +206,35 @@ def mutation(g: torch.Generator) -> list[Call]:
 # (torch.mean, sum / G, a running sum), at magnitudes where that error exceeds the comparison's atol.
 CONSTANTS = {F64: (100000.1, 98765.4321, 0.7, 0.1, 33000.333333333336), F32: (1000.1, 333.3, 4321.123, 0.7, 0.1)}
 CONSTANT_GROUP_SIZES = (3, 6, 7, 10, 12, 16)
+# A nearly constant group: a level on a 1/16 grid plus deviations of a few units of 2^-NEARLY_BITS, so every
+# sum of a group of up to 16 is exact and its mean, its deviations and their squares are exact in any order
+# (a power-of-two group size divides exactly). Its sigma then sits near eps in float32 and far below it in
+# float64, where eps = 0 still gives well-defined advantages of order 1.
+NEARLY_BITS = {F32: 17, F64: 40}
+NEARLY_SIZES = (4, 8, 16)
+
+
+def _nearly_constant(g: torch.Generator, group_size: int, dtype: torch.dtype) -> Tensor:
+    """[G] rewards that differ by a few units of 2^-NEARLY_BITS around a random level: not constant."""
+    level = _randint(g, -48, 48) / 16
+    ticks = torch.randint(-2, 3, (group_size,), generator=g, dtype=torch.int64)
+    if bool((ticks == ticks[0]).all()):
+        ticks[_randint(g, 0, group_size - 1)] += 1
+    return (level + ticks.to(F64) * 2.0 ** -NEARLY_BITS[dtype]).to(dtype)
 
 
 def _with_constants(g: torch.Generator, group_size: int, dtype: torch.dtype) -> Tensor:
-    """Spread groups 0 and 1, then one constant group per value in CONSTANTS, then one more spread group."""
+    """Two spread groups, one constant group per value in CONSTANTS and one more spread group, in an order
+    drawn from `g`."""
     spread = random_rewards(g, group_size, 2, dtype)
     constants = [torch.full((group_size,), v, dtype=dtype) for v in CONSTANTS[dtype]]
-    return torch.cat([spread[:group_size], *constants, spread[group_size:],
-                      _spread_group(g, group_size, dtype, -0.5, 0.8)])
+    rewards = torch.cat([spread, *constants, _spread_group(g, group_size, dtype, -0.5, 0.8)])
+    return _shuffled_groups(rewards, group_size, g)
 
 
 def constant_groups(g: torch.Generator) -> list[Call]:
+    """Constant groups whose rounded mean differs from their value, and nearly constant groups, which are not
+    constant: a test of constancy with a tolerance turns them into zeros."""
     calls = []
     for index, group_size in enumerate(CONSTANT_GROUP_SIZES):
         for dtype in DTYPES:
@@ -192,6 +243,14 @@ def constant_groups(g: torch.Generator) -> list[Call]:
             calls.append(advantages_call(rewards, group_size, True, (1e-6, 0.0)[index % 2], bool(index % 3 == 2),
                                          note=note))
             calls.append(advantages_call(rewards, group_size, False, 1e-6, False, note=note))
+    for index, group_size in enumerate(NEARLY_SIZES):
+        for dtype in DTYPES:
+            parts = [_nearly_constant(g, group_size, dtype) for _ in range(3)]
+            rewards = _shuffled_groups(torch.cat([*parts, torch.full((group_size,), parts[0][0].item(), dtype=dtype),
+                                                  _spread_group(g, group_size, dtype, 0.5, 1.0)]), group_size, g)
+            note = f"three groups whose rewards differ by a few multiples of 2^-{NEARLY_BITS[dtype]}, not constant"
+            calls.append(advantages_call(rewards, group_size, True, 1e-6, bool(index % 2), note=note))
+            calls.append(advantages_call(rewards, group_size, True, 0.0, bool(index % 2 == 0), note=note))
     return calls
 
 
@@ -218,6 +277,9 @@ def eps_placement(g: torch.Generator) -> list[Call]:
             for eps in (1e-6, 1e-5, 1e-3):
                 calls.append(advantages_call(rewards, group_size, True, eps, False, note="sigma from 1e-8 to 1e-4"))
             calls.append(advantages_call(rewards, group_size, True, 1e-6, True, note="sigma from 1e-8 to 1e-4"))
+            # eps = 0 is valid: the advantages of a tiny spread are then of order 1, never zeros
+            calls.append(advantages_call(rewards, group_size, True, 0.0, bool(group_size % 8),
+                                         note="sigma from 1e-8 to 1e-4"))
     return calls
 
 
@@ -289,32 +351,49 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
     return calls
 
 
+Change = Callable[[Tensor, int, torch.Generator], dict[str, Any]]  # (rewards, G, g) -> the arguments replaced
+
+
+def _with(rewards: Tensor, index: int, value: float) -> Tensor:
+    changed = rewards.clone()
+    changed[index] = value
+    return changed
+
+
+# Complex rewards are left out: the judge accepts real dtypes only, so the call could not be observed at all.
+BAD_ARGUMENTS: list[tuple[str, Change]] = [
+    ("rewards 2-D [N / G, G]", lambda r, n, g: {"rewards": r.reshape(-1, n)}),
+    ("rewards 0-dim", lambda r, n, g: {"rewards": r[0], "group_size": 1}),
+    ("rewards int64", lambda r, n, g: {"rewards": torch.randint(-5, 6, r.shape, generator=g)}),
+    ("rewards bool", lambda r, n, g: {"rewards": r > r.median()}),
+    ("rewards holding NaN", lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), math.nan)}),
+    ("rewards holding -inf", lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), -math.inf)}),
+    ("rewards holding +inf, std_normalize=False",
+     lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), math.inf), "std_normalize": False}),
+    ("group_size = 0", lambda r, n, g: {"group_size": 0}),
+    ("group_size negative", lambda r, n, g: {"group_size": -n}),
+    ("group_size a float", lambda r, n, g: {"group_size": float(n)}),
+    ("group_size = True (a bool)", lambda r, n, g: {"group_size": True}),
+    ("N not a multiple of group_size", lambda r, n, g: {"group_size": len(r) + 1 if len(r) % 2 else len(r) // 2 + 1}),
+    ("group_size = 2N", lambda r, n, g: {"group_size": 2 * len(r)}),
+    ("eps negative", lambda r, n, g: {"eps": -10 ** -_randint(g, 3, 9)}),
+    ("eps = NaN", lambda r, n, g: {"eps": math.nan}),
+    ("eps = inf", lambda r, n, g: {"eps": math.inf}),
+    ("eps negative, std_normalize=False", lambda r, n, g: {"eps": -float(_randint(g, 1, 3)), "std_normalize": False}),
+]
+
+
 def value_errors(g: torch.Generator) -> list[Call]:
-    rewards = random_rewards(g, 4, 3, F32)  # [12]
-    nan_rewards, inf_rewards = rewards.clone(), rewards.clone()
-    nan_rewards[5], inf_rewards[0] = math.nan, -math.inf
-    cases: list[tuple[str, dict[str, object]]] = [
-        ("rewards 2-D [3, 4]", {"rewards": rewards.reshape(3, 4)}),
-        ("rewards 0-dim", {"rewards": rewards[0], "group_size": 1}),
-        ("rewards int64", {"rewards": torch.arange(12)}),
-        ("rewards bool", {"rewards": rewards > 0}),
-        ("rewards complex64", {"rewards": rewards.to(torch.complex64)}),
-        ("rewards holding NaN", {"rewards": nan_rewards}),
-        ("rewards holding -inf", {"rewards": inf_rewards}),
-        ("rewards holding +inf, std_normalize=False", {"rewards": -inf_rewards, "std_normalize": False}),
-        ("group_size = 0", {"group_size": 0}),
-        ("group_size = -4", {"group_size": -4}),
-        ("group_size = 4.0 (a float)", {"group_size": 4.0}),
-        ("group_size = True (a bool)", {"group_size": True}),
-        ("12 rewards, group_size = 5", {"group_size": 5}),
-        ("12 rewards, group_size = 24", {"group_size": 24}),
-        ("eps = -1e-6", {"eps": -1e-6}),
-        ("eps = NaN", {"eps": math.nan}),
-        ("eps = inf", {"eps": math.inf}),
-        ("eps = -1, std_normalize=False", {"eps": -1.0, "std_normalize": False}),
-    ]
+    """Each call that must raise is grouped with a valid call on the same rewards, in an order drawn from g:
+    raising on everything, or never, earns nothing."""
     calls = []
-    for label, change in cases:
-        kwargs = {"rewards": rewards, "group_size": 4, **change}
-        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label}"))
-    return calls
+    for index, (label, change) in enumerate(BAD_ARGUMENTS):
+        group_size = _randint(g, 2, 4)
+        rewards = random_rewards(g, group_size, _randint(g, 2, 4), F32)
+        group = f"pair {index}"
+        kwargs = {"rewards": rewards, "group_size": group_size, **change(rewards, group_size, g)}
+        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label} (N={len(rewards)}): must raise", group=group))
+        eps = (0.0, 1e-6, 1e-3)[_randint(g, 0, 2)]
+        calls.append(advantages_call(rewards, group_size, bool(_randint(g, 0, 1)), eps, bool(_randint(g, 0, 1)),
+                                     note="valid: must not raise", group=group))
+    return _shuffled(calls, g)

@@ -1,5 +1,5 @@
 # defect: ICE-POP keeps a token only when low < rho < high, so a ratio exactly on a bound gets weight 0.
-# must_fail: exact_endpoints, endpoint_sweep, toy_icepop_bias, toy_bf16_on_bound
+# must_fail: exact_endpoints, endpoint_sweep, toy_bf16_on_bound
 # may_fail: valid_edge_bounds, toy_spread, toy_clipfrac, bfloat16_inputs, oracle_icepop
 """Known-wrong behavior_weights solution (icepop_strict_interval).
 

@@ -1,5 +1,5 @@
 # defect: The loss averages per-response token means (sequence-level mean) instead of one token mean.
-# must_fail: oracle_loss, oracle_grad, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths
+# must_fail: oracle_loss, oracle_grad, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths
 # may_fail:
 """Known-wrong glm5_offpolicy solution (mean_of_response_means).
 

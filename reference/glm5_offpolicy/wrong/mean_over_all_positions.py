@@ -1,5 +1,5 @@
 # defect: The loss uses .mean() over the whole [B, L] array, so padding positions count in the denominator.
-# must_fail: oracle_loss, oracle_grad, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, bandit_trajectory, bandit_rejections
+# must_fail: oracle_loss, oracle_grad, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, bandit_trajectory, bandit_rejections
 # may_fail:
 """Known-wrong glm5_offpolicy solution (mean_over_all_positions).
 

@@ -1,5 +1,5 @@
 # defect: The loss multiplies the raw logp by the (zero) coefficient on padding, so NaN/inf padding gives 0 * NaN = NaN.
-# must_fail: empty_mask, exact_endpoints, padding_nan_inf, empty_row_nan_advantage
+# must_fail: empty_mask, padding_nan_inf, empty_row_nan_advantage
 # may_fail:
 """Known-wrong glm5_offpolicy solution (padded_logp_in_loss).
 

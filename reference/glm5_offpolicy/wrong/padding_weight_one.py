@@ -1,5 +1,5 @@
 # defect: The keep test forgets the mask, so padding (whose difference was replaced by 0) gets weight exp(0) = 1.
-# must_fail: empty_mask, oracle_weights, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, mixed_mask_dtype, non_contiguous, valid_edge_widths
+# must_fail: empty_mask, oracle_weights, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, mixed_mask_dtype, non_contiguous, valid_edge_widths
 # may_fail:
 """Known-wrong glm5_offpolicy solution (padding_weight_one).
 

@@ -1,5 +1,5 @@
 # defect: The ratio is exp(logp) / exp(rollout_logp), which underflows to 0/0 = NaN for very negative log-probs.
-# must_fail: exact_endpoints, extreme_ratios, sweep_weights, sweep_gradients
+# must_fail: exact_endpoints, extreme_ratios, sweep_weights
 # may_fail: valid_edge_widths
 """Known-wrong glm5_offpolicy solution (ratio_as_prob_quotient).
 

@@ -1,5 +1,5 @@
 # defect: masked_is_weights casts its result to float32, so float64 inputs get float32 weights.
-# must_fail: weights_contract, oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory
+# must_fail: weights_contract, oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients
 # may_fail:
 """Known-wrong glm5_offpolicy solution (weights_always_float32).
 

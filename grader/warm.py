@@ -1,0 +1,131 @@
+"""`watch`: a judge kept warm between grades of one file, so that a save is graded in a fraction of a cold start.
+
+What a cold `grade` pays on every run is paid here once: the judge's imports, the problem and its expectations,
+the reference's series the plots are drawn against, and a zygote that has imported torch and the worker. The
+plotting process of the next grade starts as soon as a grade ends, so its matplotlib import is done before the
+next save. Each save is graded as `grade-all` grades a file, in a fresh confined worker forked from the zygote:
+nothing of one grade reaches the next. Its outputs replace the previous grade's, as `grade` writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from .commands import PlotInputs, UsageError, plot_inputs, single_out, write_outputs
+from .containment import judge_error_report, tell_instructor
+from .expectations import Expectations
+from .judge import grade
+from .launch import limits_from
+from .plots import PlotJob, preview_file, series_tolerances
+from .problem import Problem
+from .report import Report, reproduce_command, write_report
+from .spec import Limits
+from .verdicts import ExitCode
+from .watch import DEBOUNCE_S, Outcome, Snapshot, watch
+from .zygote import Zygote
+
+
+class WarmJudge:
+    """Grades snapshots of one file into one folder; `start` warms it up, `close` ends every process it started."""
+
+    def __init__(self, problem: Problem, file: Path, seed: int, limits: Limits, out: Path) -> None:
+        self.problem, self.file, self.seed, self.limits, self.out = problem, file, seed, limits, out
+        self.command = reproduce_command(problem.id, file, seed)
+        self.expectations = Expectations(problem, seed)
+        self.inputs = PlotInputs()
+        self.zygote: Zygote | None = None
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+        self._plots: PlotJob | None = None
+
+    def start(self) -> None:
+        """The zygote imports torch on one core while this process computes (or loads) the expectations."""
+        self._starting = threading.Thread(target=self._start_zygote, name="zygote-start", daemon=True)
+        self._starting.start()
+        self.expectations.warm()
+        self.inputs = plot_inputs(self.problem, self.expectations)
+        self._plots = self._plot_job()
+        self._starting.join()
+        if self._start_error is not None:
+            raise self._start_error
+
+    def _start_zygote(self) -> None:
+        try:
+            self.zygote = Zygote()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the main thread, which reports it
+            self._start_error = exc
+
+    def _plot_job(self) -> PlotJob | None:
+        if not self.problem.spec.plots:
+            return None
+        return PlotJob(self.problem.spec.plots, self.out, note="drawn from your functions",
+                       reference=self.inputs.reference, preview=self.inputs.preview,
+                       tolerances=series_tolerances(self.problem.spec.checks))
+
+    def _live_zygote(self) -> Zygote:
+        """The zygote, started again if it has died (the machine ran short of memory, say)."""
+        if self.zygote is None or self.zygote.process.poll() is not None:
+            if self.zygote is not None:
+                self.zygote.close()
+            self.zygote = None
+            self.zygote = Zygote()
+        return self.zygote
+
+    def grade(self, snapshot: Snapshot, publish: Callable[[], bool]) -> Outcome | None:
+        """Grade the snapshot; write its outputs if `publish()` says the file still holds it, else None."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        plots, self._plots = self._plots, None
+        try:
+            graded = grade(self.problem, snapshot.path, self.seed, self.limits, expectations=self.expectations,
+                           zygote=self._live_zygote(), command=self.command,
+                           series_sink=plots.submit if plots is not None else None)
+            if not publish():
+                return None
+            report = write_outputs(self.problem, graded, self.out, plots)
+            plots = None  # its process has ended and its files are the report's
+        except Exception as exc:  # noqa: BLE001 - contained to this grade, as grade-all contains it to one file
+            tell_instructor(self.file, exc)
+            report = judge_error_report(self.problem, snapshot.path, self.seed, exc, self.command)
+            write_report(report, self.out / "report.json")
+        finally:
+            if plots is not None:
+                plots.close()
+        self._remove_stale_plots(report)
+        self._plots = self._plot_job()
+        return Outcome(report, self.out / "report.json")
+
+    def _remove_stale_plots(self, report: Report) -> None:
+        """A plot this grade did not draw goes, so that no picture of an earlier version stays beside the report."""
+        for plot in self.problem.spec.plots:
+            if plot.file not in report.artifacts:
+                (self.out / plot.file).unlink(missing_ok=True)
+                (self.out / preview_file(plot.file)).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """End the plotting process and the zygote; the zygote's children die with it."""
+        if self._plots is not None:
+            self._plots.close()
+            self._plots = None
+        if self._starting is not None:
+            self._starting.join()  # a zygote still starting is closed too, never left behind
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+
+def cmd_watch(args: argparse.Namespace) -> ExitCode:
+    problem = Problem(args.problem)
+    if args.file.is_dir():
+        raise UsageError(f"{args.file} is a folder; expected a Python file with your solution")
+    if not args.file.is_file():
+        raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
+    debounce = DEBOUNCE_S if args.debounce is None else args.debounce
+    if not 0 <= debounce <= 60:  # NaN too
+        raise UsageError(f"--debounce {args.debounce}: expected seconds from 0 to 60")
+    seed = problem.grading_seeds[0] if args.seed is None else args.seed
+    out = args.out or single_out(problem, args.file)
+    judge = WarmJudge(problem, args.file, seed, limits_from(args, problem.spec.limits), out)
+    return watch(args.file, judge, debounce_s=debounce)

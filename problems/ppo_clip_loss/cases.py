@@ -1,0 +1,592 @@
+"""Case generators for ppo_clip_loss: each takes a seeded torch.Generator and returns the calls to make.
+
+Every T1-T3 case mixes tokens on the unclipped branch, tokens on the clipped branch and padded positions,
+under positive and negative advantages, so no trivial answer (zeros, a constant, the unclipped -r * A, the
+input echoed back) matches a case by accident. Ratios are placed in named regions relative to the bounds
+(below 1 - eps_low, inside, above 1 + eps_high, beyond the dual clip) and drawn at random inside them, so the
+cases of two seeds differ in every call while each case keeps its edge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from grader.cases import Call
+
+F32, F64 = torch.float32, torch.float64
+DTYPES = (F32, F64)
+FUNCTION = "ppo_clip_loss"
+MASK_KINDS = ("bool", "float32", "int64", "float64", "uint8", "int32")
+OMIT = object()  # an option left out of the call, so the learner's default applies
+
+Widths = tuple[float, float]
+
+
+class Batch(NamedTuple):
+    """The four tensor arguments of one call; `mask` is bool until `with_mask` converts it."""
+
+    logp: Tensor  # [B, L]
+    old_logp: Tensor  # [B, L]
+    advantages: Tensor  # [B]
+    mask: Tensor  # [B, L]
+
+    def with_mask(self, kind: str) -> Batch:
+        return self._replace(mask=self.mask if kind == "bool" else self.mask.to(getattr(torch, kind)))
+
+    def kwargs(self) -> dict[str, Tensor]:
+        return {"logp": self.logp, "old_logp": self.old_logp, "advantages": self.advantages, "mask": self.mask}
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _options(eps: Widths | None, dual_clip: object, reduction: object) -> dict[str, object]:
+    options: dict[str, object] = {} if eps is None else {"eps_low": eps[0], "eps_high": eps[1]}
+    if dual_clip is not OMIT:
+        options["dual_clip"] = dual_clip
+    if reduction is not OMIT:
+        options["reduction"] = reduction
+    return options
+
+
+def _describe(batch: Batch, options: dict[str, object]) -> str:
+    kind = str(batch.mask.dtype).removeprefix("torch.")
+    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in options.items())
+    return f"{_name(batch.logp.dtype)} {list(batch.logp.shape)} {kind} mask, {shown or 'all options omitted'}"
+
+
+def loss_call(batch: Batch, note: str = "", eps: Widths | None = (0.2, 0.2), dual_clip: object = None,
+              reduction: object = "token_mean", grad: tuple[str, ...] = ("logp",), hidden: bool = False,
+              group: str | None = None) -> Call:
+    """One call; `eps=None` omits both widths, OMIT omits dual_clip or reduction; `grad` inputs require grad."""
+    options = _options(eps, dual_clip, reduction)
+    label = _describe(batch, options) + (f": {note}" if note else "")
+    return Call(FUNCTION, {**batch.kwargs(), **options}, label, requires_grad=grad, backward=bool(grad),
+                hidden=hidden, group=group)
+
+
+# ---------------------------------------------------------------- ratios placed relative to the bounds
+
+
+def _uniform(g: torch.Generator, low: float, high: float) -> float:
+    return low + (high - low) * float(torch.rand((), generator=g, dtype=F64))
+
+
+def _log_uniform(g: torch.Generator, low: float, high: float) -> float:
+    return math.exp(_uniform(g, math.log(low), math.log(high)))
+
+
+class Regions:
+    """Draw ratios in the regions that decide a token's branch for the widths `eps` and the dual clip `cap`."""
+
+    def __init__(self, g: torch.Generator, eps: Widths, cap: float | None = None) -> None:
+        self.g, self.low, self.high = g, 1.0 - eps[0], 1.0 + eps[1]
+        self.cap = 4.0 if cap is None else cap  # without a dual clip, "beyond" is just a large ratio
+
+    def below(self) -> float:
+        """Under 1 - eps_low: clipped for A < 0, unclipped for A > 0."""
+        return self.low * _log_uniform(self.g, 0.35, 0.85)
+
+    def inside(self) -> float:
+        return _log_uniform(self.g, max(self.low * 1.03, 0.9), min(self.high / 1.03, 1.1))
+
+    def above(self) -> float:
+        """Over 1 + eps_high but under the dual clip: clipped for A > 0, unclipped for A < 0."""
+        return _log_uniform(self.g, self.high * 1.12, max(self.high * 1.15, min(self.high * 1.8, self.cap / 1.12)))
+
+    def beyond(self) -> float:
+        """Over the dual clip: capped at -c * A for A < 0."""
+        return self.cap * _log_uniform(self.g, 1.15, 2.5)
+
+    def between(self, a: float, b: float) -> float:
+        return _log_uniform(self.g, min(a, b) * 1.02, max(a, b) / 1.02)
+
+
+def _advantage(g: torch.Generator, sign: float) -> float:
+    return sign * _log_uniform(g, 0.4, 2.5)
+
+
+def _shuffled(g: torch.Generator, values: Sequence[float]) -> list[float]:
+    return [values[i] for i in torch.randperm(len(values), generator=g).tolist()]
+
+
+def assemble(g: torch.Generator, advantages: Sequence[float], ratios: Sequence[Sequence[float]], cols: int,
+             dtype: torch.dtype, pad: tuple[float, float] | None = None, scatter: bool = False) -> Batch:
+    """Row i holds the valid tokens `ratios[i]` (shuffled), then padding up to `cols` positions.
+
+    old_logp is drawn at random and logp = old_logp + log r; the functions see the ratio of the rounded
+    pair, within a few ulps of r. Padded positions hold `pad` (logp, old_logp), or random finite values that
+    a solution ignoring the mask would pick up. `scatter` puts the valid tokens at random positions.
+    """
+    rows = len(ratios)
+    old = -(torch.rand(rows, cols, generator=g, dtype=F64) * 4.0 + 0.05)  # [B, L]
+    log_ratio = torch.zeros(rows, cols, dtype=F64)
+    mask = torch.zeros(rows, cols, dtype=torch.bool)
+    for i, row in enumerate(ratios):
+        assert len(row) <= cols, "more valid tokens than positions"
+        where = torch.randperm(cols, generator=g)[: len(row)] if scatter else torch.arange(len(row))
+        log_ratio[i, where] = torch.log(torch.tensor(_shuffled(g, row), dtype=F64))
+        mask[i, where] = True
+    logp = old + log_ratio
+    if pad is None:
+        pad_logp = -torch.rand(rows, cols, generator=g, dtype=F64) * 3.0
+        pad_old = -torch.rand(rows, cols, generator=g, dtype=F64) * 3.0 - 1.5
+    else:
+        pad_logp, pad_old = torch.full((rows, cols), pad[0], dtype=F64), torch.full((rows, cols), pad[1], dtype=F64)
+    logp, old = torch.where(mask, logp, pad_logp), torch.where(mask, old, pad_old)
+    return Batch(logp.to(dtype), old.to(dtype), torch.tensor(list(advantages), dtype=dtype), mask)
+
+
+# ---------------------------------------------------------------- T1: random batches against the oracle
+
+RANDOM_SHAPES = [(3, 6), (4, 4), (5, 9), (7, 7), (12, 5), (8, 33), (16, 64), (32, 128)]
+RANDOM_WIDTHS: list[Widths] = [(0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1), (0.0, 0.2), (0.25, 0.25)]
+RANDOM_DUAL_CLIPS: list[float | None] = [None, 3.0, 2.0, None, 10.0, 1.5]
+
+
+def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, eps: Widths,
+                 dual_clip: float | None) -> Batch:
+    """Random ragged batch (B >= 3, L >= 4) in which every branch of the loss is taken at least once.
+
+    One response with A > 0 holds a token above 1 + eps_high (clipped), one below 1 - eps_low (unclipped)
+    and one inside; one with A < 0 holds a token below 1 - eps_low (clipped), one between 1 + eps_high and
+    the dual clip (unclipped) and one beyond the dual clip (capped when it is on); one response is empty.
+    """
+    rows, cols = shape
+    at = Regions(g, eps, dual_clip)
+    lengths = torch.randint(0, cols + 1, (rows,), generator=g).tolist()
+    positive, negative, empty = torch.randperm(rows, generator=g)[:3].tolist()
+    lengths[positive], lengths[negative], lengths[empty] = max(lengths[positive], 3), max(lengths[negative], 4), 0
+    ratios = [[math.exp(0.45 * float(torch.randn((), generator=g, dtype=F64))) for _ in range(n)] for n in lengths]
+    ratios[positive][:3] = [at.above(), at.below(), at.inside()]
+    ratios[negative][:4] = [at.below(), at.above(), at.beyond(), at.inside()]
+    advantages = [float(torch.randn((), generator=g, dtype=F64)) for _ in range(rows)]
+    advantages[positive], advantages[negative] = _advantage(g, 1.0), _advantage(g, -1.0)
+    return assemble(g, advantages, ratios, cols, dtype, scatter=True)
+
+
+def _random_configs(g: torch.Generator) -> Iterator[tuple[Batch, Widths, float | None]]:
+    for index, shape in enumerate(RANDOM_SHAPES):
+        for dtype in DTYPES:
+            step = 2 * index + (dtype == F64)
+            eps = RANDOM_WIDTHS[step % len(RANDOM_WIDTHS)]
+            dual_clip = RANDOM_DUAL_CLIPS[(step + index) % len(RANDOM_DUAL_CLIPS)]
+            kind = MASK_KINDS[step % len(MASK_KINDS)]
+            yield random_batch(g, shape, dtype, eps, dual_clip).with_mask(kind), eps, dual_clip
+
+
+def _random_calls(g: torch.Generator, reductions: Sequence[str], grad: tuple[str, ...]) -> list[Call]:
+    calls = []
+    for index, (batch, eps, dual_clip) in enumerate(_random_configs(g)):
+        reduction = reductions[index % len(reductions)]
+        calls.append(loss_call(batch, eps=eps, dual_clip=dual_clip, reduction=reduction, grad=grad, hidden=True))
+    return calls
+
+
+def random_token_mean(g: torch.Generator) -> list[Call]:
+    return _random_calls(g, ["token_mean"], grad=())
+
+
+def random_seq_mean(g: torch.Generator) -> list[Call]:
+    return _random_calls(g, ["seq_mean"], grad=())
+
+
+def random_grad(g: torch.Generator) -> list[Call]:
+    return _random_calls(g, ["token_mean", "seq_mean"], grad=("logp",))
+
+
+# ---------------------------------------------------------------- T0 contracts
+
+
+def _small(g: torch.Generator, dtype: torch.dtype, eps: Widths = (0.2, 0.2), dual_clip: float | None = None,
+           shape: tuple[int, int] = (4, 6)) -> Batch:
+    return random_batch(g, shape, dtype, eps, dual_clip)
+
+
+def contract(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype, kind, reduction, dual_clip in [(F32, "bool", "token_mean", None), (F64, "float64", "seq_mean", 3.0),
+                                              (F32, "int32", "seq_mean", None), (F64, "uint8", "token_mean", 2.0)]:
+        batch = _small(g, dtype, dual_clip=dual_clip).with_mask(kind)
+        calls.append(loss_call(batch, dual_clip=dual_clip, reduction=reduction))
+    return calls
+
+
+def contract_grad(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        for reduction in ("token_mean", "seq_mean"):
+            batch = _small(g, dtype, dual_clip=3.0)
+            calls.append(loss_call(batch, "logp requires grad", dual_clip=3.0, reduction=reduction))
+    return calls
+
+
+def empty_mask(g: torch.Generator) -> list[Call]:
+    """An empty mask under NaN padding, each grouped with an ordinary batch of the same options."""
+    calls = []
+    for dtype in DTYPES:
+        for reduction, dual_clip in [("token_mean", None), ("seq_mean", 3.0), ("token_mean", 2.0)]:
+            group = f"empty {_name(dtype)} {reduction} {dual_clip}"
+            rows = int(torch.randint(3, 6, (), generator=g))
+            nan = torch.full((rows, 5), math.nan, dtype=dtype)
+            advantages = torch.randn(rows, generator=g, dtype=F64).to(dtype)
+            empty = Batch(nan, nan.clone(), advantages, torch.zeros(rows, 5, dtype=torch.bool))
+            calls.append(loss_call(empty, "every token masked, padding NaN", dual_clip=dual_clip, reduction=reduction,
+                                   group=group))
+            batch = _small(g, dtype, dual_clip=dual_clip, shape=(rows, 5))
+            calls.append(loss_call(batch, "an ordinary batch", dual_clip=dual_clip, reduction=reduction, group=group))
+    return calls
+
+
+def mutation(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        at = Regions(g, (0.2, 0.2), 3.0)
+        ratios = [[at.above(), at.inside(), at.below()], [at.below(), at.beyond(), at.above(), at.inside()], []]
+        batch = assemble(g, [_advantage(g, 1.0), _advantage(g, -1.0), 0.5], ratios, 6, dtype, pad=(math.nan, math.nan))
+        calls.append(loss_call(batch, "NaN padding", dual_clip=3.0, grad=()))
+        calls.append(loss_call(batch.with_mask(_name(dtype)), "NaN padding, float mask", reduction="seq_mean"))
+        strided = batch._replace(logp=batch.logp.t().contiguous().t())
+        calls.append(loss_call(strided, "NaN padding, column-major logp", dual_clip=3.0, reduction="seq_mean"))
+    return calls
+
+
+# ---------------------------------------------------------------- T2: one convention per check
+
+
+def one_sided_clip(g: torch.Generator) -> list[Call]:
+    """A > 0 is clipped only above 1 + eps, A < 0 only below 1 - eps; symmetric widths, no dual clip."""
+    calls = []
+    for dtype in DTYPES:
+        for eps in [(0.2, 0.2), (0.1, 0.1), (0.3, 0.3)]:
+            at = Regions(g, eps)
+            mixed = [at.below, at.below, at.inside, at.inside, at.above, at.above]
+            ratios = [[draw() for draw in mixed] for _ in range(3)]
+            advantages = [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, 1.0)]
+            batch = assemble(g, advantages, ratios, 8, dtype)
+            calls.append(loss_call(batch, "every region under both signs", eps=eps))
+    return calls
+
+
+ASYMMETRIC_WIDTHS: list[Widths] = [(0.1, 0.3), (0.3, 0.1), (0.2, 0.28), (0.05, 0.4)]
+
+
+def asymmetric_eps(g: torch.Generator) -> list[Call]:
+    """Ratios between 1 + eps_low and 1 + eps_high (A > 0) and between 1 - eps_high and 1 - eps_low (A < 0)."""
+    calls = []
+    for dtype in DTYPES:
+        for eps in ASYMMETRIC_WIDTHS:
+            at = Regions(g, eps)
+            upper = [at.between(1 + eps[0], 1 + eps[1]) for _ in range(3)] + [at.inside(), at.below()]
+            lower = [at.between(1 - eps[0], 1 - eps[1]) for _ in range(3)] + [at.inside(), at.above()]
+            batch = assemble(g, [_advantage(g, 1.0), _advantage(g, -1.0)], [upper, lower], 7, dtype)
+            calls.append(loss_call(batch, "ratios between the two widths' bounds", eps=eps))
+    return calls
+
+
+def default_arguments(g: torch.Generator) -> list[Call]:
+    """Omitted options: eps 0.2 / 0.2, no dual clip, token_mean, on ragged responses that tell them apart."""
+    calls = []
+    for dtype in DTYPES:
+        at = Regions(g, (0.2, 0.2), 3.0)
+        ratios = [[at.between(1.2, 1.28), at.above(), at.inside()],
+                  [at.between(0.72, 0.8), at.beyond(), at.beyond(), at.inside(), at.above(), at.below(), at.inside()],
+                  [at.inside(), at.between(1.2, 1.28)]]
+        batch = assemble(g, [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, 1.0)], ratios, 8, dtype)
+        calls.append(loss_call(batch, "every option omitted", eps=None, dual_clip=OMIT, reduction=OMIT))
+        calls.append(loss_call(batch, "widths omitted", eps=None, dual_clip=None, reduction="token_mean"))
+        calls.append(loss_call(batch, "dual_clip and reduction omitted", eps=(0.2, 0.28), dual_clip=OMIT,
+                               reduction=OMIT))
+        calls.append(loss_call(batch, "reduction omitted", eps=(0.2, 0.2), dual_clip=3.0, reduction=OMIT))
+    return calls
+
+
+def exact_log(bound: Tensor) -> Tensor:
+    """A log-ratio d in bound's dtype with torch.exp(d) == bound exactly, searched among the floats near log(bound)."""
+    inf = torch.tensor(math.inf, dtype=bound.dtype)
+    below = above = torch.log(bound)
+    for _ in range(64):
+        for d in (below, above):
+            if bool(torch.exp(d) == bound):
+                return d
+        below, above = torch.nextafter(below, -inf), torch.nextafter(above, inf)
+    raise AssertionError(f"no log-ratio in {bound.dtype} whose exp is exactly {float(bound)}")
+
+
+def _exact_pair(g: torch.Generator, d: Tensor) -> tuple[float, float]:
+    """(logp, old_logp) in d's dtype whose difference, computed in that dtype, is exactly d."""
+    old = -float(torch.randint(1, 17, (), generator=g)) / 8.0  # few significant bits, so old + d rounds rarely
+    logp = (torch.tensor(old, dtype=d.dtype) + d)
+    if bool(logp - torch.tensor(old, dtype=d.dtype) == d):
+        return float(logp), old
+    return float(d), 0.0
+
+
+EXACT_WIDTHS: list[Widths] = [(0.2, 0.2), (0.2, 0.28), (0.1, 0.3)]
+
+
+def exact_clip_bounds(g: torch.Generator) -> list[Call]:
+    """Ratios exactly on 1 - eps_low and 1 + eps_high (in the input dtype): on the bound nothing is clipped."""
+    calls = []
+    for dtype in DTYPES:
+        for eps in EXACT_WIDTHS:
+            at = Regions(g, eps)
+            on_low = exact_log(torch.tensor(1.0 - eps[0], dtype=dtype))
+            on_high = exact_log(torch.tensor(1.0 + eps[1], dtype=dtype))
+            # A > 0 row: on the upper bound twice, on the lower bound, inside, above (clipped).
+            # A < 0 row: on the lower bound twice, on the upper bound, inside, below (clipped).
+            rows = [[on_high, on_high, on_low, None, at.above()], [on_low, on_low, on_high, None, at.below()]]
+            logp = torch.full((2, 6), -0.5, dtype=F64)
+            old = torch.full((2, 6), -1.5, dtype=F64)
+            for i, row in enumerate(rows):
+                for t, item in enumerate(row):
+                    if isinstance(item, Tensor):
+                        logp[i, t], old[i, t] = _exact_pair(g, item)
+                    else:
+                        r = at.inside() if item is None else item
+                        old[i, t] = _uniform(g, -3.0, -0.2)
+                        logp[i, t] = old[i, t] + math.log(r)
+            mask = torch.ones(2, 6, dtype=torch.bool)
+            mask[:, 5] = False
+            advantages = torch.tensor([_advantage(g, 1.0), _advantage(g, -1.0)], dtype=dtype)
+            batch = Batch(logp.to(dtype), old.to(dtype), advantages, mask)
+            for (i, t), item in zip([(0, 0), (1, 0)], (on_high, on_low), strict=True):
+                assert bool(batch.logp[i, t] - batch.old_logp[i, t] == item), "the exact log-ratio was rounded away"
+            calls.append(loss_call(batch, "ratios exactly on both bounds", eps=eps, grad=()))
+    return calls
+
+
+DUAL_CLIPS = (2.0, 3.0, 5.0)
+
+
+def dual_clip_cap(g: torch.Generator) -> list[Call]:
+    """Negative advantages only: tokens beyond the dual clip are capped at -c * A, the others are not."""
+    calls = []
+    for dtype in DTYPES:
+        for c in DUAL_CLIPS:
+            at = Regions(g, (0.2, 0.2), c)
+            mixed = [at.below, at.inside, at.above, at.beyond, at.beyond]
+            ratios = [[draw() for draw in mixed] for _ in range(3)]
+            batch = assemble(g, [_advantage(g, -1.0) for _ in range(3)], ratios, 6, dtype)
+            for reduction in ("token_mean", "seq_mean"):
+                calls.append(loss_call(batch, f"A < 0, ratios on both sides of c = {c:g}", dual_clip=c,
+                                       reduction=reduction))
+    return calls
+
+
+def dual_clip_positive_untouched(g: torch.Generator) -> list[Call]:
+    """Positive advantages only, ratios up to beyond the dual clip: the dual clip changes nothing."""
+    calls = []
+    for dtype in DTYPES:
+        for c in (1.5, 3.0):
+            at = Regions(g, (0.2, 0.2), c)
+            mixed = [at.below, at.inside, at.above, at.beyond, at.beyond]
+            ratios = [[draw() for draw in mixed] for _ in range(3)]
+            batch = assemble(g, [_advantage(g, 1.0) for _ in range(3)], ratios, 6, dtype)
+            for reduction in ("token_mean", "seq_mean"):
+                calls.append(loss_call(batch, f"A > 0 with dual_clip = {c:g}", dual_clip=c, reduction=reduction))
+    return calls
+
+
+def clipfrac_sign(g: torch.Generator) -> list[Call]:
+    """Tokens outside the interval on the side that does not bind for their sign are not clipped."""
+    calls = []
+    for dtype in DTYPES:
+        for eps in [(0.2, 0.2), (0.1, 0.3)]:
+            at = Regions(g, eps)
+            positive = [at.below(), at.below(), at.below(), at.above(), at.inside()]
+            negative = [at.above(), at.above(), at.above(), at.below(), at.inside()]
+            batch = assemble(g, [_advantage(g, 1.0), _advantage(g, -1.0)], [positive, negative], 6, dtype)
+            for reduction in ("token_mean", "seq_mean"):
+                calls.append(loss_call(batch, "ratios outside on the non-binding side", eps=eps, reduction=reduction,
+                                       grad=()))
+    return calls
+
+
+def clipfrac_ignores_dual_clip(g: torch.Generator) -> list[Call]:
+    """Negative advantages with ratios beyond the dual clip: capped in the loss, not counted in clipfrac."""
+    calls = []
+    for dtype in DTYPES:
+        for c in DUAL_CLIPS[:2]:
+            at = Regions(g, (0.2, 0.2), c)
+            ratios = [[at.beyond(), at.beyond(), at.below(), at.inside()], [at.beyond(), at.above(), at.inside()]]
+            batch = assemble(g, [_advantage(g, -1.0), _advantage(g, -1.0)], ratios, 5, dtype)
+            calls.append(loss_call(batch, f"ratios beyond c = {c:g}", dual_clip=c, grad=()))
+    return calls
+
+
+def _ragged(g: torch.Generator, lengths: Sequence[int], eps: Widths, clipped_share: Sequence[float],
+            dtype: torch.dtype, cols: int) -> Batch:
+    """Responses of the given lengths and alternating advantage signs; in row i a share clipped_share[i] of
+    the tokens sits on the clipped branch, the rest inside the interval."""
+    at = Regions(g, eps)
+    advantages, ratios = [], []
+    for i, n in enumerate(lengths):
+        sign = 1.0 if i % 2 == 0 else -1.0
+        clipped = at.above if sign > 0 else at.below
+        k = round(clipped_share[i] * n)
+        ratios.append([clipped() for _ in range(k)] + [at.inside() for _ in range(n - k)])
+        advantages.append(_advantage(g, sign))
+    return assemble(g, advantages, ratios, cols, dtype)
+
+
+def clipfrac_token_share(g: torch.Generator) -> list[Call]:
+    """clipfrac is clipped tokens over valid tokens of the whole batch, whatever the reduction."""
+    calls = []
+    for dtype in DTYPES:
+        for lengths, shares in [((1, 9, 2, 6), (1.0, 0.0, 0.5, 1 / 3)), ((3, 1, 12), (0.0, 1.0, 0.25))]:
+            batch = _ragged(g, lengths, (0.2, 0.2), shares, dtype, 14)
+            for reduction in ("token_mean", "seq_mean"):
+                calls.append(loss_call(batch, f"responses of {lengths} tokens", reduction=reduction, grad=()))
+    return calls
+
+
+# Even lengths, half of each response clipped: the per-response mean of clipped shares then equals the
+# share of the batch's tokens, so a clipfrac averaged per response is not charged to the reduction checks.
+REDUCTION_LENGTHS = [(2, 10, 6, 14), (2, 16, 4), (8, 4, 4, 12, 2)]
+
+
+def _reduction_calls(g: torch.Generator, reduction: str, lengths_list: Sequence[Sequence[int]]) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        for lengths in lengths_list:
+            batch = _ragged(g, lengths, (0.2, 0.2), [0.5] * len(lengths), dtype, max(lengths) + 3)
+            calls.append(loss_call(batch, f"responses of {tuple(lengths)} tokens", reduction=reduction))
+    return calls
+
+
+def token_mean_reduction(g: torch.Generator) -> list[Call]:
+    return _reduction_calls(g, "token_mean", REDUCTION_LENGTHS)
+
+
+def seq_mean_reduction(g: torch.Generator) -> list[Call]:
+    return _reduction_calls(g, "seq_mean", REDUCTION_LENGTHS)
+
+
+def seq_mean_empty_responses(g: torch.Generator) -> list[Call]:
+    """Empty responses count in B: their mean is 0 and they dilute the others."""
+    return _reduction_calls(g, "seq_mean", [(0, 6, 2), (4, 0, 0, 10, 2), (8, 2, 0)])
+
+
+PADDINGS = [(math.nan, math.nan), (math.inf, -math.inf), (-math.inf, math.nan), (math.nan, math.inf)]
+
+
+def padding_nan_inf(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        for index, pad in enumerate(PADDINGS):
+            at = Regions(g, (0.2, 0.2), 3.0)
+            ratios = [[at.above(), at.inside(), at.below()], [at.below(), at.beyond(), at.inside(), at.above()],
+                      [at.inside()]]
+            advantages = [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, -1.0)]
+            batch = assemble(g, advantages, ratios, 6, dtype, pad=pad)
+            reduction = ("token_mean", "seq_mean")[index % 2]
+            calls.append(loss_call(batch, f"padding logp={pad[0]}, old_logp={pad[1]}", dual_clip=3.0,
+                                   reduction=reduction))
+    return calls
+
+
+def stop_gradient(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        for reduction, dual_clip in [("token_mean", None), ("seq_mean", 3.0)]:
+            batch = _small(g, dtype, dual_clip=dual_clip, shape=(5, 6))
+            calls.append(loss_call(batch, "logp, old_logp and advantages all require grad", dual_clip=dual_clip,
+                                   reduction=reduction, grad=("logp", "old_logp", "advantages")))
+    return calls
+
+
+def advantages_per_response(g: torch.Generator) -> list[Call]:
+    """Square batches (B = L), where broadcasting [B] along the token axis runs silently."""
+    calls = []
+    for dtype in DTYPES:
+        for size in (3, 5):
+            at = Regions(g, (0.2, 0.2))
+            ratios = [[at.above(), at.below(), at.inside()][: size - 1] for _ in range(size)]
+            advantages = [_advantage(g, (1.0, -1.0)[i % 2]) for i in range(size)]
+            batch = assemble(g, advantages, ratios, size, dtype, scatter=True)
+            for reduction in ("token_mean", "seq_mean"):
+                calls.append(loss_call(batch, f"B = L = {size}", reduction=reduction))
+    return calls
+
+
+def mask_dtypes(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype, kind in [(F32, "float64"), (F32, "int32"), (F32, "uint8"), (F64, "float32"), (F64, "int64")]:
+        batch = _small(g, dtype, dual_clip=3.0).with_mask(kind)
+        calls.append(loss_call(batch, f"{_name(dtype)} logp with a {kind} mask", dual_clip=3.0,
+                               reduction=("token_mean", "seq_mean")[len(calls) % 2]))
+    return calls
+
+
+def non_contiguous(g: torch.Generator) -> list[Call]:
+    calls = []
+    for dtype in DTYPES:
+        batch = _small(g, dtype, dual_clip=3.0, shape=(6, 8))
+        transposed = Batch(*(t.t().contiguous().t() for t in (batch.logp, batch.old_logp)),
+                           torch.stack([batch.advantages, -batch.advantages], dim=1)[:, 0],
+                           batch.mask.t().contiguous().t())
+        assert not transposed.logp.is_contiguous() and not transposed.advantages.is_contiguous()
+        calls.append(loss_call(transposed, "transposed [6, 8] views, strided advantages", dual_clip=3.0))
+        wide = _small(g, dtype, shape=(5, 16))
+        sliced = wide._replace(logp=wide.logp[:, ::2], old_logp=wide.old_logp[:, ::2], mask=wide.mask[:, ::2])
+        calls.append(loss_call(sliced, "every second column of [5, 16]", reduction="seq_mean"))
+    return calls
+
+
+def value_errors(g: torch.Generator) -> list[Call]:
+    """Each must-raise call is grouped with a valid call at an edge of the contract, which must not raise."""
+    batch = _small(g, F32, shape=(3, 4))
+    empty = batch._replace(mask=torch.zeros(3, 4, dtype=torch.bool))
+    raising: list[tuple[str, dict[str, object]]] = [
+        ("logp 1-D", {"logp": batch.logp[0], "old_logp": batch.old_logp[0], "mask": batch.mask[0]}),
+        ("logp 3-D", {"logp": batch.logp[None], "old_logp": batch.old_logp[None], "mask": batch.mask[None]}),
+        ("logp int64", {"logp": batch.logp.round().to(torch.int64)}),
+        ("old_logp [3, 5]", {"old_logp": torch.zeros(3, 5)}),
+        ("old_logp [1, 4] (broadcastable)", {"old_logp": batch.old_logp[:1]}),
+        ("mask [3, 1] (broadcastable)", {"mask": batch.mask[:, :1]}),
+        ("advantages [4] for B = 3", {"advantages": torch.zeros(4)}),
+        ("advantages [3, 1]", {"advantages": batch.advantages[:, None]}),
+        ("advantages [3, 4]", {"advantages": batch.logp.clone()}),
+        ("eps_low = -0.1", {"eps_low": -0.1}),
+        ("eps_low = 1", {"eps_low": 1.0}),
+        ("eps_low = NaN", {"eps_low": math.nan}),
+        ("eps_high = 0", {"eps_high": 0.0}),
+        ("eps_high = inf", {"eps_high": math.inf}),
+        ("eps_high = NaN", {"eps_high": math.nan}),
+        ("dual_clip = 1", {"dual_clip": 1.0}),
+        ("dual_clip = 0.5", {"dual_clip": 0.5}),
+        ("dual_clip = inf", {"dual_clip": math.inf}),
+        ("dual_clip = NaN", {"dual_clip": math.nan}),
+        ("reduction = 'mean'", {"reduction": "mean"}),
+        ("reduction = 'sum'", {"reduction": "sum"}),
+        ("reduction = 'sequence_mean', every token masked", {**empty.kwargs(), "reduction": "sequence_mean"}),
+        ("eps_high = -0.2, every token masked", {**empty.kwargs(), "eps_high": -0.2}),
+    ]
+    valid: list[tuple[str, dict[str, object]]] = [
+        ("eps_low = 0", {"eps_low": 0.0}),
+        ("eps_low = 0.999", {"eps_low": 0.999}),
+        ("eps_high = 5", {"eps_high": 5.0}),
+        ("eps_high = 1e-6", {"eps_high": 1e-6}),
+        ("dual_clip = 1.0001", {"dual_clip": 1.0001}),
+        ("dual_clip = 100", {"dual_clip": 100.0}),
+        ("dual_clip = 3 (an int)", {"dual_clip": 3}),
+        ("reduction = 'seq_mean'", {"reduction": "seq_mean"}),
+    ]
+    base: dict[str, object] = {**batch.kwargs(), "eps_low": 0.2, "eps_high": 0.2, "dual_clip": None,
+                               "reduction": "token_mean"}
+    calls = []
+    for index, (label, change) in enumerate(raising):
+        group = f"errors {index}"
+        calls.append(Call(FUNCTION, {**base, **change}, f"{FUNCTION}: {label} must raise ValueError", group=group))
+        ok_label, ok_change = valid[index % len(valid)]
+        fresh = _small(g, F32, dual_clip=3.0, shape=(3, 5))
+        calls.append(Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid",
+                          group=group))
+    return calls

@@ -1,0 +1,123 @@
+"""Diagnosis names the misreading behind failures; follow-through charges it only in the checks that own it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grader.checks import CaseOutcome, Tally
+from grader.compare import Mismatch
+from grader.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
+from grader.learner_view import learner_diagnosis
+from grader.observation import Outcome
+from grader.report import Diagnosis, load_report
+from grader.spec import CheckSpec, SpecError
+from grader.verdicts import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+BESSEL = Misconception(id="bessel", solution="b.py", owners=["ddof"], explanation="Divide by G, not G - 1, here.")
+BATCH = Misconception(id="batch", solution="c.py", owners=["per_group"], explanation="Statistics are per group.")
+
+
+def test_a_misreading_is_charged_only_where_an_owner_check_sees_it() -> None:
+    failing = [Explained("oracle", ("bessel",)), Explained("oracle", ("bessel",)), Explained("ddof", ("bessel",)),
+               Explained("oracle", ("batch",))]  # batch explains a case, but never in its owner check
+    (finding,) = diagnose(failing, [BATCH, BESSEL])
+    assert finding.misconception.id == "bessel"
+    assert (finding.cases_explained, finding.cases_failing) == (3, 4)
+    assert finding.checks == ("oracle", "ddof") and finding.owners_charged == ("ddof",)
+
+
+def test_more_explained_cases_rank_first() -> None:
+    failing = [Explained("ddof", ("bessel",)), Explained("per_group", ("batch",)), Explained("x", ("batch",))]
+    assert [f.misconception.id for f in diagnose(failing, [BESSEL, BATCH])] == ["batch", "bessel"]
+
+
+def test_follow_through_skips_the_owner() -> None:
+    charged = {"bessel": BESSEL}
+    assert follow_through("oracle", ("bessel",), charged) == "bessel"
+    assert follow_through("ddof", ("bessel",), charged) is None
+    assert follow_through("oracle", ("batch",), charged) is None  # not charged: carries nothing
+
+
+def _check(check_id: str) -> CheckSpec:
+    return CheckSpec(id=check_id, tier="T2", kind="differential", title="t", points=4, cases="c", compare=["values"])
+
+
+def _fail(explained: tuple[str, ...] = (), group: str | None = None) -> CaseOutcome:
+    return CaseOutcome("case", False, Outcome(Verdict.FAIL, Mismatch.of("values differ")), group, explained)
+
+
+def test_follow_through_credits_cases_in_checks_that_do_not_own_the_misreading() -> None:
+    passed = CaseOutcome("ok", False, Outcome(Verdict.PASS))
+    tally = Tally([passed, _fail(("bessel",)), _fail(("bessel",)), _fail()])
+    strict = tally.result(_check("oracle"), 0.0)
+    assert (strict.score, strict.cases_followed_through) == (1.0, 0)
+    carried = tally.result(_check("oracle"), 0.0, {"bessel": BESSEL})
+    assert (carried.score, carried.cases_followed_through, carried.followed_through) == (3.0, 2, ["bessel"])
+    assert carried.verdict == Verdict.FAIL and "follow-through" in carried.learner_message
+    owner = tally.result(_check("ddof"), 0.0, {"bessel": BESSEL})
+    assert owner.score == 1.0  # the owner charges it
+
+
+def test_a_group_passes_only_when_every_call_passes_or_is_carried() -> None:
+    passed = CaseOutcome("ok", False, Outcome(Verdict.PASS), "g1")
+    tally = Tally([passed, _fail(("bessel",), "g1"), CaseOutcome("ok", False, Outcome(Verdict.PASS), "g2"),
+                   _fail((), "g2")])
+    assert tally.result(_check("oracle"), 0.0, {"bessel": BESSEL}).score == 2.0  # g1 carried, g2 not
+
+
+def test_declarations_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "wrong" / "b.py").write_text("")
+    good = '[[misconceptions]]\nid = "bessel"\nsolution = "b.py"\nowners = ["ddof"]\nexplanation = "Divide by G."\n'
+    (tmp_path / "m.toml").write_text(good)
+    assert [m.id for m in load_misconceptions(tmp_path / "m.toml", ["ddof"], tmp_path / "wrong")] == ["bessel"]
+    for broken in (good.replace("ddof", "nope"), good.replace("b.py", "c.py"), good + "colour = 1\n", good + good):
+        (tmp_path / "m.toml").write_text(broken)
+        with pytest.raises(SpecError):
+            load_misconceptions(tmp_path / "m.toml", ["ddof"], tmp_path / "wrong")
+
+
+def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
+    from grader.report import CheckResult, Report, TierResult, Versions
+
+    def check(check_id: str, visibility: str) -> CheckResult:
+        return CheckResult(id=check_id, title="t", verdict=Verdict.FAIL, score=0, max_score=1, message="m",
+                           duration_s=0, visibility=visibility)
+
+    tiers = [TierResult(tier="T1", title="t", score=0, max_score=2,
+                        checks=[check("oracle", "after_published"), check("ddof", "visible")])]
+    report = Report(problem="p", submission="s.py", submission_sha256="0", status="graded", score=0, max_score=2,
+                    tiers=tiers, artifacts=[], seed=1, versions=Versions(python="3", torch="2", grader="0"),
+                    problem_hash="0", command="c", diagnosis=[
+                        Diagnosis(id="bessel", explanation="e", cases_explained=3, cases_failing=4,
+                                  checks=["oracle", "ddof"], owners=["ddof"], charged_in=["ddof"]),
+                        Diagnosis(id="hidden_only", explanation="e", cases_explained=1, cases_failing=4,
+                                  checks=["oracle"], owners=["oracle"], charged_in=["oracle"])])
+    (shown,) = learner_diagnosis(report)
+    assert shown == {"id": "bessel", "explanation": "e", "checks": ["ddof"], "owners": ["ddof"]}
+    for c in report.checks():
+        c.visibility = "visible"
+    assert [d["id"] for d in learner_diagnosis(report)] == ["bessel", "hidden_only"]
+    assert learner_diagnosis(report)[0]["cases_explained"] == 3
+
+
+def test_always_bessel_is_diagnosed_and_charged_once(run_cli, tmp_path: Path) -> None:
+    """The README's example: a grpo solution that always applies Bessel's correction, as RL libraries do."""
+    out = tmp_path / "out"
+    result = run_cli("grade", str(ROOT / "reference" / "grpo_advantages" / "wrong" / "always_bessel.py"),
+                     "--problem", "grpo_advantages", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["diagnosis"][0]["id"] == "bessel_always"
+    lost = {c["id"] for tier in report["tiers"] for c in tier["checks"] if c["score"] < c["max_score"]}
+    assert lost == {"unbiased_ddof"}
+    assert "bessel_always" in result.stdout.split("┏")[0]  # the diagnosis is printed before the table
+    strict = run_cli("grade", str(ROOT / "reference" / "grpo_advantages" / "wrong" / "always_bessel.py"),
+                     "--problem", "grpo_advantages", "--out", str(tmp_path / "strict"), "--no-follow-through")
+    assert strict.returncode == 0, strict.stderr[-2000:]
+    strict_report = json.loads((tmp_path / "strict" / "report.json").read_text())
+    assert strict_report["score"] < report["score"] and not strict_report["follow_through"]

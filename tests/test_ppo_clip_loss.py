@@ -1,0 +1,315 @@
+"""ppo_clip_loss: reference against oracle, cases that keep their edge and change with the seed, a toy that shows
+what the statement promises, and trivial answers that earn nothing beyond T0."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import ROOT, checks_of, tier_scores
+
+from grader.cases import Call, generator_for
+from grader.compare import compare_tensors
+from grader.experiment import run_experiment
+from grader.observation import judge_case, sanitize
+from grader.problem import Problem
+from grader.spec import CheckSpec, Tolerance
+from grader.verdicts import Status, Verdict
+from grader.worker.protocol import observe_call
+
+PROBLEM = "ppo_clip_loss"
+SUBMISSIONS = ROOT / "submissions" / PROBLEM
+SIGNATURE = ("def ppo_clip_loss(logp, old_logp, advantages, mask, eps_low=0.2, eps_high=0.2, dual_clip=None,\n"
+             "                  reduction='token_mean'):\n")
+
+# Trivial answers, each a file of its own for the end-to-end run and a function for the per-case checks.
+TRIVIAL_SOURCES = {
+    "trivial_zeros": "return torch.zeros((), dtype=logp.dtype), torch.zeros((), dtype=logp.dtype)",
+    "trivial_ones": "return torch.ones((), dtype=logp.dtype), torch.ones((), dtype=logp.dtype)",
+    # the masked mean of logp itself, connected to the graph
+    "trivial_echo": "valid = mask != 0\n"
+                    "    echo = torch.where(valid, logp, torch.zeros_like(logp)).sum() / valid.sum().clamp(min=1)\n"
+                    "    return echo, torch.zeros((), dtype=logp.dtype)",
+    # the plain -A r token mean: no clipping, no dual clip, one reduction, clipfrac 0
+    "trivial_unclipped": "valid = mask != 0\n"
+                         "    ratio = torch.exp(torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp)))\n"
+                         "    per_token = torch.where(valid, -advantages.detach()[:, None] * ratio,"
+                         " torch.zeros_like(logp))\n"
+                         "    return per_token.sum() / valid.sum().clamp(min=1), torch.zeros((), dtype=logp.dtype)",
+    "trivial_raises": "raise ValueError('every call is invalid')",
+}
+
+
+def _trivial_file(body: str) -> str:
+    return f"import torch\n\n\n{SIGNATURE}    {body}\n"
+
+
+def _trivial_functions() -> dict[str, Callable[..., Any]]:
+    functions: dict[str, Callable[..., Any]] = {}
+    for name, body in TRIVIAL_SOURCES.items():
+        namespace: dict[str, Any] = {}
+        exec(_trivial_file(body), namespace)  # noqa: S102 - our own fixed source text
+        functions[name] = namespace["ppo_clip_loss"]
+    return functions
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def _seeds(problem: Problem) -> list[int]:
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+def _calls(problem: Problem, check: CheckSpec, seed: int) -> list[Call]:
+    assert check.cases is not None
+    return problem.case_generator(check.cases)(generator_for(seed, check.cases))
+
+
+def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
+    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
+
+
+def _group_key(index: int, call: Call) -> object:
+    return ("group", call.group) if call.group is not None else index
+
+
+def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Callable[..., Any]) -> list[str]:
+    """Labels of the scored groups (a grouped set of calls, or one ungrouped call) that `function` passes."""
+    source = problem.oracle if check.expected == "oracle" else problem.reference
+    verdicts: dict[object, tuple[str, bool]] = {}
+    for index, call in enumerate(_calls(problem, check, seed)):
+        want = _observe(source[call.function], call)
+        got = sanitize(_observe(function, call))
+        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+        label, ok = verdicts.get(_group_key(index, call), (call.label, True))
+        verdicts[_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
+    return [label for label, ok in verdicts.values() if ok]
+
+
+def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
+    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+        return sanitize(_observe(function, call))
+
+    series: dict[str, torch.Tensor] = {}
+    for part in run_experiment(problem.experiment_module, ["ppo_clip_loss"], observe, seed, 120.0, 10.0):
+        series.update(part.series)
+    return series
+
+
+@pytest.fixture(scope="module")
+def reference_toy(problem: Problem) -> dict[str, torch.Tensor]:
+    series = _toy(problem, problem.reference["ppo_clip_loss"], problem.spec.public_seed)
+    assert series, "the reference's toy produced nothing"
+    return series
+
+
+@pytest.fixture(scope="module")
+def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The two sample submissions and every trivial answer, graded in one `grade-all` run."""
+    folder = tmp_path_factory.mktemp("ppo_submissions")
+    for path in SUBMISSIONS.glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    for name, body in TRIVIAL_SOURCES.items():
+        (folder / f"{name}.py").write_text(_trivial_file(body))
+    out = tmp_path_factory.mktemp("ppo_graded")
+    result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", out, "--jobs", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
+
+
+# ---------------------------------------------------------------- reference against oracle
+
+
+def test_reference_matches_oracle_on_every_t1_case_of_every_seed(problem: Problem) -> None:
+    failures = []
+    for seed in _seeds(problem):
+        for check in (c for c in problem.spec.checks if c.tier == "T1"):
+            assert check.expected == "oracle"
+            for call in _calls(problem, check, seed):
+                want = _observe(problem.oracle[call.function], call)
+                got = _observe(problem.reference[call.function], call)
+                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+                if outcome.verdict != Verdict.PASS:
+                    failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_oracle_agrees_with_the_reference_on_every_other_check(problem: Problem) -> None:
+    """The oracle is written apart: it must also raise, clip and reduce as the reference does on T0 and T2."""
+    oracle = problem.oracle["ppo_clip_loss"]
+    checks = [c for c in problem.spec.checks if c.cases and c.tier in ("T0", "T2")]
+    for seed in (problem.spec.public_seed, problem.grading_seeds[0]):
+        for check in checks:
+            total = len({_group_key(i, c) for i, c in enumerate(_calls(problem, check, seed))})
+            assert len(_passed_groups(problem, check, seed, oracle)) == total, f"seed {seed}, {check.id}"
+
+
+# ---------------------------------------------------------------- the cases
+
+
+def test_every_call_changes_with_the_seed(problem: Problem) -> None:
+    for check in (c for c in problem.spec.checks if c.cases):
+        first = _calls(problem, check, problem.spec.public_seed)
+        other = _calls(problem, check, problem.grading_seeds[0])
+        assert len(first) == len(other), check.id
+        for a, b in zip(first, other, strict=True):
+            tensors = [k for k, v in a.kwargs.items() if isinstance(v, torch.Tensor)]
+            same = [k for k in tensors if a.kwargs[k].shape == b.kwargs[k].shape
+                    and torch.equal(a.kwargs[k].nan_to_num(), b.kwargs[k].nan_to_num())]
+            assert len(same) < len(tensors), f"{check.id}, {a.label}: no input changes with the seed"
+
+
+def _branches(call: Call) -> dict[str, int]:
+    """Counts of valid tokens per branch of the loss, and of empty responses, for one call."""
+    kw = call.kwargs
+    valid = kw["mask"] != 0
+    low, high = 1 - kw.get("eps_low", 0.2), 1 + kw.get("eps_high", 0.2)
+    ratio = torch.exp(torch.where(valid, kw["logp"] - kw["old_logp"], 0.0)).to(torch.float64)
+    adv = kw["advantages"].to(torch.float64)[:, None].expand_as(ratio)
+    cap = kw.get("dual_clip") or math.inf
+    return {
+        "clipped, A > 0": int((valid & (adv > 0) & (ratio > high)).sum()),
+        "clipped, A < 0": int((valid & (adv < 0) & (ratio < low)).sum()),
+        "unclipped, A > 0": int((valid & (adv > 0) & (ratio < high)).sum()),
+        "unclipped, A < 0": int((valid & (adv < 0) & (ratio > low) & (ratio < cap)).sum()),
+        "beyond the dual clip, A < 0": int((valid & (adv < 0) & (ratio > cap * 1.1)).sum()) if cap < math.inf else 1,
+        "padded positions": int((~valid).sum()),
+        "empty responses": int((valid.sum(dim=1) == 0).sum()),
+    }
+
+
+def test_random_cases_take_every_branch(problem: Problem) -> None:
+    for seed in _seeds(problem):
+        for check in (c for c in problem.spec.checks if c.tier == "T1"):
+            for call in _calls(problem, check, seed):
+                missing = [k for k, n in _branches(call).items() if n == 0]
+                assert call.hidden and not missing, f"seed {seed}, {call.label}: no {missing}"
+
+
+@pytest.mark.parametrize("check_id", ["empty_mask", "value_errors"])
+def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Problem, check_id: str) -> None:
+    (check,) = [c for c in problem.spec.checks if c.id == check_id]
+    groups: dict[object, list[bool]] = {}
+    for index, call in enumerate(_calls(problem, check, problem.spec.public_seed)):
+        observed = _observe(problem.reference[call.function], call)
+        depends = "raised" not in observed and bool((call.kwargs["mask"] != 0).any())
+        groups.setdefault(_group_key(index, call), []).append(depends)
+    assert all(any(flags) and not all(flags) for flags in groups.values())
+
+
+# ---------------------------------------------------------------- trivial answers
+
+
+def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem) -> None:
+    passes = []
+    for seed in _seeds(problem):
+        for check in (c for c in problem.spec.checks if c.tier in ("T1", "T2") and c.cases):
+            for name, function in _trivial_functions().items():
+                passes += [f"seed {seed}, {check.id}, {name}: {label}"
+                           for label in _passed_groups(problem, check, seed, function)]
+    assert not passes, "\n".join(passes[:10])
+
+
+def test_no_trivial_answer_matches_any_t3_series(problem: Problem, reference_toy: dict[str, torch.Tensor]) -> None:
+    matches = []
+    for name, function in _trivial_functions().items():
+        got = _toy(problem, function, problem.spec.public_seed)
+        for check in (c for c in problem.spec.checks if c.tier == "T3"):
+            tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+            matches += [f"{name}: {s}" for s in check.series
+                        if s in got and compare_tensors(s, got[s], reference_toy[s], tol) is None]
+    assert not matches, matches
+
+
+# ---------------------------------------------------------------- the toy shows what the statement says
+
+
+def test_reference_series_cover_every_check_and_plot(problem: Problem, reference_toy: dict[str, torch.Tensor]) -> None:
+    names = {name for check in problem.spec.checks for name in check.series}
+    names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    assert names <= set(reference_toy), sorted(names - set(reference_toy))
+    assert all(v.dtype == torch.float64 and v.dim() == 1 for v in reference_toy.values())
+
+
+def test_sweep_is_flat_where_a_clip_binds(reference_toy: dict[str, torch.Tensor]) -> None:
+    r = reference_toy["sweep_ratio"]
+    above, below, capped = r > 1.28, r < 0.8, r > 3.0
+    loss_pos, loss_neg = reference_toy["sweep_loss_pos"], reference_toy["sweep_loss_neg"]
+    assert above.any() and below.any() and capped.any()
+    torch.testing.assert_close(loss_pos[above], torch.full_like(r[above], -1.28))
+    torch.testing.assert_close(loss_pos[~above], -r[~above])
+    torch.testing.assert_close(loss_neg[below], torch.full_like(r[below], 0.8))
+    torch.testing.assert_close(loss_neg[capped], torch.full_like(r[capped], 3.0))
+    assert bool((reference_toy["sweep_grad_pos"][above] == 0).all())
+    assert bool((reference_toy["sweep_grad_neg"][below | capped] == 0).all())
+    assert torch.equal(reference_toy["sweep_clipfrac_pos"], above.to(torch.float64))
+    assert torch.equal(reference_toy["sweep_clipfrac_neg"], below.to(torch.float64))
+
+
+def test_length_bias_weights_are_one_32nd_one_quarter_and_one_60th(reference_toy: dict[str, torch.Tensor]) -> None:
+    for sign in ("pos", "neg"):
+        token, seq = reference_toy[f"lenbias_weight_token_{sign}"], reference_toy[f"lenbias_weight_seq_{sign}"]
+        clipped = token == 0
+        assert int(clipped.sum()) == 2 and bool((seq[clipped] == 0).all())  # two tokens on the binding side
+        torch.testing.assert_close(token[~clipped], torch.full_like(token[~clipped], 1 / 32))
+        torch.testing.assert_close(seq[:2], torch.full((2,), 1 / 4, dtype=torch.float64))
+        torch.testing.assert_close(seq[2:][~clipped[2:]], torch.full_like(seq[2:][~clipped[2:]], 1 / 60))
+
+
+def test_clipping_holds_the_ratios_that_run_away_without_it(reference_toy: dict[str, torch.Tensor]) -> None:
+    assert float(reference_toy["epochs_max_ratio_clip"].max()) < 1.6
+    assert float(reference_toy["epochs_min_ratio_clip"].min()) > 0.5
+    assert float(reference_toy["epochs_max_ratio_free"][-1]) > 2.0
+    assert float(reference_toy["epochs_min_ratio_free"][-1]) < 0.2
+    clipfrac = reference_toy["epochs_clipfrac_clip"]
+    assert float(clipfrac[0]) == 0.0 and float(clipfrac[1:].mean()) > 0.1
+
+
+# ---------------------------------------------------------------- end to end, through the CLI
+
+
+def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["nora_per_response"]
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
+    assert sorted(report["artifacts"]) == sorted(f"{p}.png" for p in (
+        "clip_sweep", "clip_sweep_gradient", "length_bias", "reuse_epochs", "reuse_clipfrac"))
+
+
+def test_ratio_clipfrac_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["omar_ratio_clipfrac"]
+    lost = {c["id"] for c in checks_of(report).values() if c["score"] < c["max_score"]}
+    assert lost == {"clipfrac_sign"}
+    assert report["diagnosis"][0]["id"] == "clipfrac_from_ratio_alone"
+
+
+@pytest.mark.parametrize("name", sorted(TRIVIAL_SOURCES))
+def test_trivial_answer_earns_nothing_beyond_t0(graded: dict[str, dict[str, Any]], name: str) -> None:
+    report = graded[name]
+    assert report["status"] == Status.GRADED
+    passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
+    scores = tier_scores(report)
+    assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
+
+
+def test_validate_passes(run_cli) -> None:
+    """The reference earns full marks on every hidden seed; each known-wrong file fails exactly as declared."""
+    result = run_cli("validate", "--problem", PROBLEM, "--jobs", "2", timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"{PROBLEM}: valid" in result.stdout
+
+
+def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
+    learner_files = [p for folder in (Path(problem.problem_dir), SUBMISSIONS) for p in folder.glob("*") if p.is_file()]
+    text = "".join(p.read_text() for p in learner_files)
+    for seed in problem.grading_seeds:
+        assert not re.search(rf"(?<![\w.]){seed}(?![\w.])", text), seed

@@ -1,0 +1,358 @@
+"""routed_gates: reference against oracle, cases that keep their edge and change with the seed, a toy that shows
+what the statement promises, and trivial answers that earn nothing beyond T0."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import ROOT, checks_of, tier_scores
+
+from grader.cases import Call, generator_for
+from grader.compare import compare_tensors
+from grader.experiment import run_experiment
+from grader.observation import judge_case, sanitize
+from grader.problem import Problem, load_module
+from grader.spec import CheckSpec, Tolerance
+from grader.verdicts import Status, Verdict
+from grader.worker.protocol import observe_call
+
+PROBLEM = "routed_gates"
+SUBMISSIONS = ROOT / "submissions" / PROBLEM
+SIGNATURE = ("def routed_gates(router_logits, top_k, replay_idx=None, score_function='softmax', expert_bias=None,\n"
+             "                 scaling_factor=None):\n")
+ALL_TRUE = "torch.ones(router_logits.shape, dtype=torch.bool)"
+
+# Trivial answers, each a file of its own for the end-to-end run and a function for the per-case checks.
+TRIVIAL_SOURCES = {
+    "trivial_zeros": "return torch.zeros_like(router_logits), torch.zeros(router_logits.shape, dtype=torch.bool)",
+    "trivial_ones": f"return torch.ones_like(router_logits), {ALL_TRUE}",
+    "trivial_echo": "return router_logits.detach().clone(), router_logits.detach() > 0",
+    # every expert on the route, gates a softmax over all of them
+    "trivial_dense_softmax": f"return torch.softmax(router_logits.float(), -1).to(router_logits.dtype), {ALL_TRUE}",
+    # the right route for softmax scores, but the dense softmax as gates
+    "trivial_dense_gates": "chosen = router_logits.detach().topk(top_k, dim=-1).indices\n"
+                           "    route = torch.zeros(router_logits.shape, dtype=torch.bool).scatter(1, chosen, True)\n"
+                           "    return torch.softmax(router_logits.float(), -1).to(router_logits.dtype), route",
+    "trivial_raises": "raise ValueError('every call is invalid')",
+}
+# |F_train - F_rollout| on the even 2001-point grid with the base shift, as computed with an independent script
+KNOWN_SWITCHES, KNOWN_JUMP, KNOWN_SAME_ROUTE = 40, 0.685267, 0.006511
+
+
+def _trivial_file(body: str) -> str:
+    return f"import torch\n\n\n{SIGNATURE}    {body}\n"
+
+
+def _trivial_functions() -> dict[str, Callable[..., Any]]:
+    functions: dict[str, Callable[..., Any]] = {}
+    for name, body in TRIVIAL_SOURCES.items():
+        namespace: dict[str, Any] = {}
+        exec(_trivial_file(body), namespace)  # noqa: S102 - our own fixed source text
+        functions[name] = namespace["routed_gates"]
+    return functions
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def _seeds(problem: Problem) -> list[int]:
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+def _check(problem: Problem, check_id: str) -> CheckSpec:
+    (check,) = [c for c in problem.spec.checks if c.id == check_id]
+    return check
+
+
+def _calls(problem: Problem, check: CheckSpec, seed: int) -> list[Call]:
+    assert check.cases is not None
+    return problem.case_generator(check.cases)(generator_for(seed, check.cases))
+
+
+def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
+    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
+
+
+def _outputs(function: Callable[..., Any], call: Call) -> tuple[torch.Tensor, torch.Tensor]:
+    gates, routing_map = function(**call.kwargs)
+    return gates.detach(), routing_map
+
+
+def _group_key(index: int, call: Call) -> object:
+    return ("group", call.group) if call.group is not None else index
+
+
+def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Callable[..., Any]) -> list[str]:
+    """Labels of the scored groups (a grouped set of calls, or one ungrouped call) that `function` passes."""
+    source = problem.oracle if check.expected == "oracle" else problem.reference
+    verdicts: dict[object, tuple[str, bool]] = {}
+    for index, call in enumerate(_calls(problem, check, seed)):
+        want = _observe(source[call.function], call)
+        got = sanitize(_observe(function, call))
+        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+        label, ok = verdicts.get(_group_key(index, call), (call.label, True))
+        verdicts[_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
+    return [label for label, ok in verdicts.values() if ok]
+
+
+def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
+    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+        return sanitize(_observe(function, call))
+
+    series: dict[str, torch.Tensor] = {}
+    for part in run_experiment(problem.experiment_module, [PROBLEM], observe, seed, 120.0, 10.0):
+        series.update(part.series)
+    return series
+
+
+def _wrong(problem: Problem, name: str) -> Callable[..., Any]:
+    module = load_module(f"paperleet_test_routed_{name}", problem.reference_dir / "wrong" / f"{name}.py")
+    return module.routed_gates  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def reference_toy(problem: Problem) -> dict[str, torch.Tensor]:
+    series = _toy(problem, problem.reference[PROBLEM], problem.spec.public_seed)
+    assert series, "the reference's toy produced nothing"
+    return series
+
+
+@pytest.fixture(scope="module")
+def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The two sample submissions and every trivial answer, graded in one `grade-all` run."""
+    folder = tmp_path_factory.mktemp("routed_submissions")
+    for path in SUBMISSIONS.glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    for name, body in TRIVIAL_SOURCES.items():
+        (folder / f"{name}.py").write_text(_trivial_file(body))
+    out = tmp_path_factory.mktemp("routed_graded")
+    result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", out, "--jobs", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
+
+
+# ---------------------------------------------------------------- reference against oracle
+
+
+def test_reference_matches_oracle_on_every_t1_case_of_every_seed(problem: Problem) -> None:
+    failures = []
+    for seed in _seeds(problem):
+        for check in (c for c in problem.spec.checks if c.tier == "T1"):
+            assert check.expected == "oracle" and not check.public
+            for call in _calls(problem, check, seed):
+                assert call.hidden, call.label
+                want = _observe(problem.oracle[call.function], call)
+                got = _observe(problem.reference[call.function], call)
+                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+                if outcome.verdict != Verdict.PASS:
+                    failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_oracle_agrees_with_the_reference_on_every_other_value_check(problem: Problem) -> None:
+    """Written apart, the oracle selects, gates and raises as the reference does on T0 and T2 too (gradients and
+    input copies are the reference's alone)."""
+    oracle = problem.oracle[PROBLEM]
+    for seed in (problem.spec.public_seed, problem.grading_seeds[0]):
+        for check in (c for c in problem.spec.checks if c.cases and c.tier in ("T0", "T2")):
+            if {"grads", "connected", "inputs_unchanged"} & set(check.compare):
+                continue
+            total = len({_group_key(i, c) for i, c in enumerate(_calls(problem, check, seed))})
+            assert len(_passed_groups(problem, check, seed, oracle)) == total, f"seed {seed}, {check.id}"
+
+
+# ---------------------------------------------------------------- the cases keep their edge
+
+
+def _selection_scores(call: Call) -> torch.Tensor:
+    kw = call.kwargs
+    logits = kw["router_logits"].to(torch.float64)
+    if kw.get("score_function", "softmax") == "softmax":
+        return logits
+    bias = kw.get("expert_bias")
+    return torch.sigmoid(logits) + (0.0 if bias is None else bias.to(torch.float64))
+
+
+def _kth_gap(scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    top = scores.topk(top_k + 1, dim=1).values
+    return top[:, top_k - 1] - top[:, top_k]
+
+
+def test_no_graded_token_ties_at_the_kth_score(problem: Problem) -> None:
+    """Every valid call without a replay routes each token by a clear margin: in the score the statement names,
+    or (for sigmoids too small to separate) in the logits, which sigmoid ranks the same way."""
+    ties = []
+    for seed in _seeds(problem):
+        for check in (c for c in problem.spec.checks if c.cases and c.tier != "T0"):
+            for call in _calls(problem, check, seed):
+                kw = call.kwargs
+                if "replay_idx" in kw or "raised" in _observe(problem.reference[PROBLEM], call):
+                    continue
+                top_k, experts = kw["top_k"], kw["router_logits"].shape[1]
+                if top_k == experts or kw["router_logits"].shape[0] == 0:
+                    continue
+                margin = _kth_gap(_selection_scores(call), top_k)
+                if kw.get("score_function") == "sigmoid" and kw.get("expert_bias") is None:
+                    margin = torch.maximum(margin, _kth_gap(kw["router_logits"].to(torch.float64), top_k))
+                if float(margin.min()) < 5e-5:
+                    ties.append(f"seed {seed}, {check.id}, {call.label}: margin {float(margin.min()):.3g}")
+    assert not ties, "\n".join(ties[:10])
+
+
+def test_replayed_rows_leave_the_current_top_k(problem: Problem) -> None:
+    for seed in _seeds(problem):
+        for call in _calls(problem, _check(problem, "replay_overrides_topk"), seed):
+            current = _selection_scores(call).topk(call.kwargs["top_k"], dim=1).indices.sort(dim=1).values
+            replayed = call.kwargs["replay_idx"].long().sort(dim=1).values
+            assert bool((current != replayed).any(dim=1).all()), f"seed {seed}, {call.label}"
+
+
+def test_edge_cases_keep_their_edge_on_every_seed(problem: Problem) -> None:
+    """The known-wrong solution of each edge differs from the reference on every call of its check."""
+    edges = {"zero_gates_on_route": "map_from_positive_gates", "sigmoid_epsilon": "eps_dropped",
+             "renormalized_softmax": "full_softmax_masked", "sigmoid_single_expert": "sigmoid_k1_normalized",
+             "expert_bias_selection": "bias_ignored", "replay_ignores_bias": "bias_in_replayed_gates"}
+    reference = problem.reference[PROBLEM]
+    for check_id, solution in edges.items():
+        wrong = _wrong(problem, solution)
+        for seed in _seeds(problem):
+            for call in _calls(problem, _check(problem, check_id), seed):
+                (gates, route), (their_gates, their_route) = _outputs(reference, call), _outputs(wrong, call)
+                same = torch.equal(route, their_route) and torch.allclose(gates, their_gates, rtol=1e-3, atol=1e-6,
+                                                                          equal_nan=True)
+                assert not same, f"seed {seed}, {check_id}: {call.label} does not tell {solution} apart"
+
+
+def test_bfloat16_sigmoid_cases_swap_an_expert_when_rounded_early(problem: Problem) -> None:
+    wrong = _wrong(problem, "bf16_no_upcast")
+    for seed in _seeds(problem):
+        for call in _calls(problem, _check(problem, "bf16_upcast"), seed):
+            if call.kwargs.get("score_function") != "sigmoid":
+                continue
+            _, route = _outputs(problem.reference[PROBLEM], call)
+            _, rounded_route = _outputs(wrong, call)
+            assert int((route != rounded_route).any(dim=1).sum()) >= 2, f"seed {seed}, {call.label}"
+
+
+def test_selected_gates_underflow_to_zero_on_the_route(problem: Problem) -> None:
+    for seed in _seeds(problem):
+        for call in _calls(problem, _check(problem, "zero_gates_on_route"), seed):
+            gates, route = _outputs(problem.reference[PROBLEM], call)
+            assert bool((route & (gates == 0)).any()), f"seed {seed}, {call.label}"
+
+
+@pytest.mark.parametrize("check_id", ["empty_tokens", "value_errors"])
+def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Problem, check_id: str) -> None:
+    groups: dict[object, list[bool]] = {}
+    for index, call in enumerate(_calls(problem, _check(problem, check_id), problem.spec.public_seed)):
+        observed = _observe(problem.reference[call.function], call)
+        depends = "raised" not in observed and call.kwargs["router_logits"].numel() > 0
+        groups.setdefault(_group_key(index, call), []).append(depends)
+    assert all(any(flags) and not all(flags) for flags in groups.values())
+
+
+# ---------------------------------------------------------------- trivial answers
+
+
+def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem) -> None:
+    passes = []
+    for seed in _seeds(problem):
+        for check in (c for c in problem.spec.checks if c.tier in ("T1", "T2") and c.cases):
+            for name, function in _trivial_functions().items():
+                passes += [f"seed {seed}, {check.id}, {name}: {label}"
+                           for label in _passed_groups(problem, check, seed, function)]
+    assert not passes, "\n".join(passes[:10])
+
+
+def test_no_trivial_answer_matches_any_t3_series(problem: Problem, reference_toy: dict[str, torch.Tensor]) -> None:
+    matches = []
+    for name, function in _trivial_functions().items():
+        got = _toy(problem, function, problem.spec.public_seed)
+        for check in (c for c in problem.spec.checks if c.tier == "T3"):
+            tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+            matches += [f"{name}: {s}" for s in check.series
+                        if s in got and compare_tensors(s, got[s], reference_toy[s], tol) is None]
+    assert not matches, matches
+
+
+# ---------------------------------------------------------------- the toy shows what the statement says
+
+
+def test_reference_series_cover_every_check_and_plot(problem: Problem, reference_toy: dict[str, torch.Tensor]) -> None:
+    names = {name for check in problem.spec.checks for name in check.series}
+    names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    assert names <= set(reference_toy), sorted(names - set(reference_toy))
+    assert all(v.dtype == torch.float64 and v.dim() == 1 and v.numel() <= 1001 for v in reference_toy.values())
+
+
+def test_toy_reproduces_the_known_values_on_the_even_grid(problem: Problem) -> None:
+    toy = problem.experiment_module
+    x = torch.linspace(-2.0, 2.0, 2001, dtype=torch.float64)
+    (result,) = toy.mixture(problem.reference[PROBLEM], x, [toy.BASE_SCALE], torch.arange(4), torch.Generator())
+    assert int(result["mismatch"].sum()) == KNOWN_SWITCHES
+    assert float(result["diff_no_replay"].max()) == pytest.approx(KNOWN_JUMP, abs=1e-6)
+    assert float(result["diff_replay"].max()) == pytest.approx(KNOWN_SAME_ROUTE, abs=1e-6)
+
+
+def test_replay_removes_the_jumps_but_not_the_same_route_term(reference_toy: dict[str, torch.Tensor]) -> None:
+    switched = reference_toy["route_mismatch"].bool()
+    assert 10 <= int(switched.sum()) <= 30
+    assert float(reference_toy["diff_no_replay"][switched].min()) > 0.1
+    assert float(reference_toy["diff_replay"].max()) < 0.007
+    assert float(reference_toy["diff_replay"].min()) > 0  # the same-route term is still there
+    counts, jump, kept = (reference_toy[k] for k in ("mismatch_count", "max_diff_no_replay", "max_diff_replay"))
+    assert float(counts[0]) <= 1 and float(counts[-1]) > 100
+    assert bool((jump[counts > 0] > 0.1).all())
+    assert bool((kept < 0.1).all()) and 1e-3 < float(kept.min()) < 2e-3
+
+
+def test_gradient_under_replay_is_the_analytic_one(reference_toy: dict[str, torch.Tensor]) -> None:
+    on_route = torch.zeros_like(reference_toy["grad_x"])
+    for j in range(4):
+        numeric, exact = reference_toy[f"grad_e{j}"], reference_toy[f"analytic_e{j}"]
+        torch.testing.assert_close(numeric, exact, rtol=0, atol=1e-8)
+        on_route += (numeric != 0).to(torch.float64)
+    assert bool((on_route == 2).all())  # two selected experts carry gradient, the other two exactly none
+
+
+# ---------------------------------------------------------------- end to end, through the CLI
+
+
+def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["kim_gather_scatter"]
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
+    assert sorted(report["artifacts"]) == sorted(f"{p}.png" for p in (
+        "route_profile", "shift_sweep", "route_switches", "replay_gradient"))
+
+
+def test_top_k_of_probabilities_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["leo_topk_of_probs"]
+    lost = {c["id"] for c in checks_of(report).values() if c["score"] < c["max_score"]}
+    assert "renormalized_softmax" in lost and lost <= {"renormalized_softmax", "zero_gates_on_route"}
+    assert report["diagnosis"][0]["id"] == "softmax_not_renormalized"
+
+
+@pytest.mark.parametrize("name", sorted(TRIVIAL_SOURCES))
+def test_trivial_answer_earns_nothing_beyond_t0(graded: dict[str, dict[str, Any]], name: str) -> None:
+    report = graded[name]
+    assert report["status"] == Status.GRADED
+    passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
+    scores = tier_scores(report)
+    assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
+
+
+def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
+    learner_files = [p for folder in (Path(problem.problem_dir), SUBMISSIONS) for p in folder.glob("*") if p.is_file()]
+    text = "".join(p.read_text() for p in learner_files)
+    for seed in problem.grading_seeds:
+        assert not re.search(rf"(?<![\w.]){seed}(?![\w.])", text), seed

@@ -1,0 +1,317 @@
+"""score_centering: reference against the dense oracle, the toy's known values, seeded and discriminating cases,
+small known-wrong files, and the two samples graded end to end."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import ROOT, checks_of, tier_scores
+
+from grader.cases import Call, generator_for
+from grader.compare import compare_tensors
+from grader.observation import judge_case, sanitize
+from grader.problem import Problem
+from grader.spec import CheckSpec, Tolerance
+from grader.verdicts import Status, Verdict
+from grader.worker.protocol import observe_call
+
+PROBLEM = "score_centering"
+FUNCTION = "score_centering_loss"
+SUBMISSIONS = ROOT / "submissions" / PROBLEM
+REFERENCE = ROOT / "reference" / PROBLEM / "reference.py"
+# |E_q grad loss| / |A| for k = 0..6 on the statement's six-token prefix (None: zero up to rounding).
+KNOWN_SWEEP = {
+    "none": (0.438, 0.154, 0.101, 0.077, 0.024, None, None),
+    "tis": (0.187, 0.166, 0.134, 0.092, None, None, None),
+    "mis": (0.217, 0.248, 0.179, 0.089, None, None, None),
+}
+SIGNATURE = ("def score_centering_loss(logits, tokens, rollout_logp, head_ids, rollout_head_logp, advantages, mask,\n"
+             "                         mode='none', low=None, high=None, eps=1e-6):\n")
+# Trivial answers: each a file of its own for the end-to-end run and a function for the per-case checks.
+TRIVIAL_BODIES = {
+    "trivial_zeros": "return torch.zeros(logits.shape[0], dtype=logits.dtype)",
+    "trivial_ones": "return torch.ones(logits.shape[0], dtype=logits.dtype)",
+    "trivial_echo": "return advantages.detach().to(logits.dtype).clone()",
+    "trivial_echo_rollout": "return rollout_logp.detach().to(logits.dtype).clone()",
+}
+# The weighted loss without any centring, otherwise right: the reference with its correction term removed.
+UNCENTRED = "trivial_uncentred"
+CORRECTION = "    loss = -adv * (w_y * logp_y - (residual * logp_head).sum(dim=1))  # [N]\n"
+MAX_CHANGED_LINES = 8  # a known-wrong file is the reference plus one small change
+
+
+def _trivial_sources() -> dict[str, str]:
+    sources = {name: f"import torch\n\n\n{SIGNATURE}    {body}\n" for name, body in TRIVIAL_BODIES.items()}
+    reference = REFERENCE.read_text()
+    assert reference.count(CORRECTION) == 1
+    sources[UNCENTRED] = reference.replace(CORRECTION, "    loss = -adv * w_y * logp_y  # [N]\n")
+    return sources
+
+
+def _functions(sources: dict[str, str]) -> dict[str, Callable[..., Any]]:
+    functions = {}
+    for name, source in sources.items():
+        namespace: dict[str, Any] = {"__name__": f"trivial_{name}"}
+        exec(compile(source, name, "exec"), namespace)  # noqa: S102 - our own fixed source text
+        functions[name] = namespace[FUNCTION]
+    return functions
+
+
+def _float64_learner() -> Callable[..., Any]:
+    """The reference computing in float64 whatever the logits' dtype: a faithful alternative every case must accept."""
+    source = REFERENCE.read_text()
+    line = "    compute = torch.float64 if logits.dtype == torch.float64 else torch.float32\n"
+    assert source.count(line) == 1
+    return _functions({"float64": source.replace(line, "    compute = torch.float64\n")})["float64"]
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def _seeds(problem: Problem) -> list[int]:
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+def _groups(calls: list[Call]) -> list[list[int]]:
+    grouped: dict[object, list[int]] = {}
+    for index, call in enumerate(calls):
+        grouped.setdefault(("group", call.group) if call.group is not None else index, []).append(index)
+    return list(grouped.values())
+
+
+def _scored_checks(problem: Problem, tiers: tuple[str, ...]) -> Iterator[CheckSpec]:
+    yield from (c for c in problem.spec.checks if c.tier in tiers and c.cases is not None)
+
+
+def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
+    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
+
+
+# ---------------------------------------------------------------- in process: reference, oracle, cases
+
+
+def test_reference_matches_oracle_on_every_t1_case(problem: Problem) -> None:
+    tolerances = dict(problem.spec.tolerances)
+    failures = []
+    for seed in _seeds(problem):
+        for check in _scored_checks(problem, ("T1",)):
+            assert check.expected == "oracle" and not check.public and check.visibility == "after_published"
+            for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
+                assert call.hidden, call.label
+                want = _observe(problem.oracle[FUNCTION], call)
+                got = _observe(problem.reference[FUNCTION], call)
+                outcome = judge_case(FUNCTION, call.kwargs, got, want, check.compare, tolerances)
+                if outcome.verdict != Verdict.PASS:
+                    failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
+    assert not failures, "\n".join(failures)
+
+
+def test_every_group_of_t1_t2_cases_is_discriminating(problem: Problem) -> None:
+    """No trivial answer passes a group of T1 or T2 cases on any seed, while a float64-arithmetic variant of the
+    reference passes every case (so float32 cases are well conditioned)."""
+    trivial = _functions(_trivial_sources())
+    learners = {**trivial, "float64 arithmetic": _float64_learner()}
+    tolerances = dict(problem.spec.tolerances)
+    trivial_passes, float64_failures = [], []
+    for seed in _seeds(problem):
+        for check in _scored_checks(problem, ("T1", "T2")):
+            source = problem.oracle if check.expected == "oracle" else problem.reference
+            calls = problem.case_generator(check.cases)(generator_for(seed, check.cases))
+            wants = [_observe(source[FUNCTION], call) for call in calls]
+            for name, function in learners.items():
+                passed = []
+                for call, want in zip(calls, wants, strict=True):
+                    got = sanitize(_observe(function, call))
+                    outcome = judge_case(FUNCTION, call.kwargs, got, want, check.compare, tolerances)
+                    passed.append(outcome.verdict == Verdict.PASS)
+                    if name == "float64 arithmetic" and not passed[-1]:
+                        float64_failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
+                if name in trivial:
+                    trivial_passes += [f"seed {seed}, {check.id}, {name}: {calls[group[0]].label}"
+                                       for group in _groups(calls) if all(passed[i] for i in group)]
+    assert not trivial_passes, "\n".join(trivial_passes)
+    assert not float64_failures, "\n".join(float64_failures)
+
+
+def test_every_group_holds_a_call_whose_answer_depends_on_its_inputs(problem: Problem) -> None:
+    """Raising, a zero loss, unchanged inputs: constant answers never make a group on their own."""
+    lonely = []
+    for check in _scored_checks(problem, ("T0", "T1", "T2")):
+        calls = problem.case_generator(check.cases)(generator_for(problem.grading_seeds[0], check.cases))
+        for group in _groups(calls):
+            observations = [_observe(problem.reference[FUNCTION], calls[i]) for i in group]
+            if not any("raised" not in o and bool(o["output"]["value"].ne(0).any()) for o in observations):
+                lonely.append(f"{check.id}: {calls[group[0]].label}")
+    assert not lonely, "\n".join(lonely)
+
+
+def _tensors_differ(a: Any, b: Any) -> bool:
+    if not isinstance(a, torch.Tensor):
+        return False
+    return a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+def test_every_call_draws_its_inputs_from_the_seed(problem: Problem) -> None:
+    """Two seeds give the same number of calls per generator, and every call differs in some tensor input."""
+    public, hidden = problem.spec.public_seed, problem.grading_seeds[0]
+    same = []
+    for name in sorted({c.cases for c in problem.spec.checks if c.cases}):
+        first = problem.case_generator(name)(generator_for(public, name))
+        second = problem.case_generator(name)(generator_for(hidden, name))
+        assert len(first) == len(second), name
+        same += [f"{name}: {a.label}" for a, b in zip(first, second, strict=True)
+                 if not any(_tensors_differ(a.kwargs[k], b.kwargs.get(k)) for k in a.kwargs)]
+    assert not same, "\n".join(same)
+
+
+# ---------------------------------------------------------------- the toy
+
+
+def _recording(function: Callable[..., Any], seen: list[float]) -> Callable[..., Any]:
+    def call(**kwargs: Any) -> Any:
+        seen.append(float(kwargs["advantages"][0]))
+        return function(**kwargs)
+
+    return call
+
+
+@pytest.mark.parametrize("seed", [20260606, 7])
+def test_head_sweep_reproduces_the_statements_values(problem: Problem, seed: int) -> None:
+    advantages: list[float] = []
+    function = _recording(problem.reference[FUNCTION], advantages)
+    series = problem.experiment_module.head_sweep(generator_for(seed, "head_sweep"), score_centering_loss=function)
+    scale = abs(advantages[0])
+    assert 0.5 <= scale <= 1.5 and len(set(advantages)) == 1
+    for mode, known in KNOWN_SWEEP.items():
+        got = (series[f"sweep_{mode}"] / scale).tolist()
+        for k, (value, expected) in enumerate(zip(got, known, strict=True)):
+            if expected is None:
+                assert value < 1e-12, (mode, k, value)
+            else:
+                assert value == pytest.approx(expected, abs=6e-4), (mode, k)
+
+
+def test_bandit_centred_stays_and_uncentred_drifts_to_q(problem: Problem) -> None:
+    loss = problem.reference[FUNCTION]
+    series = problem.experiment_module.bandit(generator_for(3, "bandit"), score_centering_loss=loss)
+    centred, uncentred, q = series["bandit_centered"], series["bandit_uncentered"], series["bandit_q"]
+    assert torch.allclose(centred, centred[:1].expand_as(centred), rtol=0, atol=1e-12)
+    gaps = (uncentred - q).abs()
+    assert bool((gaps[1:] < gaps[:-1]).all()) and float(gaps[-1]) < 0.1 * float(gaps[0])
+
+
+def _reference_series(problem: Problem, functions: dict[str, Callable[..., Any]], seed: int) -> dict[str, torch.Tensor]:
+    series: dict[str, torch.Tensor] = {}
+    for part in problem.experiment_module.PARTS:
+        series.update(part(generator_for(seed, f"experiment:{part.__name__}"), **functions))
+    return series
+
+
+def test_series_are_seeded_float64_vectors_named_in_the_spec(problem: Problem) -> None:
+    one = _reference_series(problem, problem.reference, problem.spec.public_seed)
+    two = _reference_series(problem, problem.reference, problem.grading_seeds[0])
+    checked = {name for check in problem.spec.checks for name in check.series}
+    plotted = {p.x for p in problem.spec.plots} | {line.y for p in problem.spec.plots for line in p.lines}
+    assert checked | plotted <= set(one)
+    assert all(v.dtype == torch.float64 and v.dim() == 1 and not v.requires_grad for v in one.values())
+    assert all(not torch.equal(one[name], two[name]) for name in checked)
+
+
+def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
+    seed = problem.grading_seeds[0]
+    want = _reference_series(problem, problem.reference, seed)
+    matches = []
+    for name, function in _functions(_trivial_sources()).items():
+        got = _reference_series(problem, {FUNCTION: function}, seed)
+        for check in problem.spec.checks:
+            if check.tier == "T3":
+                tol = Tolerance(rtol=check.rtol, atol=check.atol)
+                matches += [f"{name}: {s}" for s in check.series if compare_tensors(s, got[s], want[s], tol) is None]
+    assert not matches, matches
+
+
+# ---------------------------------------------------------------- known-wrong files
+
+
+def _body(path: Path) -> list[str]:
+    """A file's code after its module docstring."""
+    text = path.read_text()
+    return text[text.index('"""', text.index('"""') + 3) + 3:].splitlines()
+
+
+def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Problem) -> None:
+    reference = _body(REFERENCE)
+    wrong = problem.known_wrong()
+    assert len(wrong) >= 20
+    big = {}
+    for known in wrong:
+        diff = [line for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
+                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        if not diff or len(diff) > MAX_CHANGED_LINES:
+            big[known.path.name] = len(diff)
+    assert not big, big
+
+
+def test_every_known_wrong_file_embodies_a_declared_misconception(problem: Problem) -> None:
+    declared = {m.solution: m for m in problem.misconceptions}
+    for known in problem.known_wrong():
+        misconception = declared.get(known.path.name)
+        assert misconception is not None, known.path.name
+        assert set(misconception.owners) <= known.must_fail, known.path.name
+
+
+# ---------------------------------------------------------------- end to end, through the CLI
+
+
+@pytest.fixture(scope="module")
+def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The two sample submissions and every trivial answer, graded in one `grade-all` run."""
+    folder = tmp_path_factory.mktemp("score_centering_submissions")
+    for path in SUBMISSIONS.glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    for name, source in _trivial_sources().items():
+        (folder / f"{name}.py").write_text(source)
+    out = tmp_path_factory.mktemp("score_centering_graded")
+    result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", out, "--jobs", "2")
+    assert result.returncode == 0, result.stderr
+    return {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
+
+
+def test_dense_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["iris_dense"]
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
+    assert sorted(report["artifacts"]) == ["bandit_drift.png", "head_sweep.png", "tail_coefficient.png"]
+
+
+def test_forgotten_tail_weight_is_diagnosed_and_charged_in_its_check(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["jack_rowloop"]
+    checks = checks_of(report)
+    assert report["score"] < 100
+    assert checks["tail_weight"]["verdict"] == Verdict.FAIL
+    assert checks["centering_residual"]["verdict"] == Verdict.PASS  # mode none: alpha' = alpha is right there
+    assert report["diagnosis"][0]["id"] == "tail_coefficient_alpha"
+
+
+@pytest.mark.parametrize("name", sorted(_trivial_sources()))
+def test_trivial_answer_earns_nothing_beyond_t0(graded: dict[str, dict[str, Any]], name: str) -> None:
+    report = graded[name]
+    assert report["status"] == Status.GRADED
+    passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
+    scores = tier_scores(report)
+    assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
+
+
+def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
+    learner_text = "".join(p.read_text() for p in Path(problem.problem_dir).glob("*") if p.is_file())
+    for seed in problem.grading_seeds:
+        assert str(seed) not in learner_text, seed
