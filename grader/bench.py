@@ -3,9 +3,10 @@
 Four measurements against the same floor: a cold `grade` of one file, `grade-all` of a class (per file), and
 the `watch` loop's re-grade after a save (from the save to the new report.json on disk, the debounce included).
 Floor runs are interleaved with the others, so that load from elsewhere on the machine hits both alike; the
-ratios are the result, the seconds only say how loaded the machine was.
+ratios are the result, the seconds only say how loaded the machine was. Beside each wall-time ratio, the ratio
+of CPU time (every process of the measurement, against the floor's), which load from elsewhere barely moves.
 
-Usage: python -m grader.bench [--problem ID] [--submission FILE] [--wrong FILE] [--runs N] [--batch N] [--saves N]
+Usage: python -m grader.bench [--problem ID] [--submission FILE] [--runs N] [--batch N] [--saves N]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -21,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,42 +30,67 @@ from rich.console import Console
 from rich.table import Table
 
 from .paths import PROJECT_ROOT
+from .problem import Problem
 
 WATCH_START_TIMEOUT_S = 300.0  # the first grade of a watch computes the expectations if the cache is cold
 SAVE_TIMEOUT_S = 120.0
 
 
-def timed(command: list[str]) -> float:
-    started = time.perf_counter()
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    cpu: float  # user + system seconds of every process of the run
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str]) -> Run:
+    started, cpu = time.perf_counter(), _children_cpu()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)
-    return time.perf_counter() - started
+    return Run(time.perf_counter() - started, _children_cpu() - cpu)
 
 
-def floor_s(python: str) -> float:
+def floor_run(python: str) -> Run:
     return timed([python, "-c", "import torch"])
 
 
-def wrong_solution(problem: str) -> Path:
-    """A known-wrong file a learner could plausibly write: one that embodies a declared misreading, if any."""
-    folder = PROJECT_ROOT / "reference" / problem
-    declared = folder / "misconceptions.toml"
-    if declared.is_file():
-        items = tomllib.loads(declared.read_text()).get("misconceptions", [])
-        if items:
-            return folder / "wrong" / items[0]["solution"]
-    return sorted((folder / "wrong").glob("*.py"))[0]
+def tree_cpu(root: int) -> float:
+    """CPU seconds of a live process, its live descendants and the children they have reaped, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            text = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if text:
+            stats[int(entry.name)] = text[text.rindex(")") + 2:].split()
+    below, pending, total = {root}, [root], 0.0
+    while pending:
+        pid = pending.pop()
+        fields = stats.get(pid)
+        if fields is not None:
+            total += sum(int(v) for v in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+        for child, child_fields in stats.items():
+            if int(child_fields[1]) == pid and child not in below:
+                below.add(child)
+                pending.append(child)
+    return total
 
 
 @dataclass
 class Samples:
-    """Seconds per run of each measurement, and the floor runs taken between them."""
+    """Each measurement's runs, and the floor runs taken between them."""
 
-    floor: list[float] = field(default_factory=list)
-    single: list[float] = field(default_factory=list)
+    floor: list[Run] = field(default_factory=list)
+    single: list[Run] = field(default_factory=list)
     single_phases: list[dict[str, float]] = field(default_factory=list)
-    batch_per_file: float = 0.0
-    saves: list[float] = field(default_factory=list)
-    save_phases: list[dict[str, float]] = field(default_factory=list)
+    batch_per_file: Run = Run(0.0, 0.0)
+    saves: dict[str, list[Run]] = field(default_factory=dict)  # per kind of edit
+    save_phases: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
 def _report_of(path: Path, sha256: str) -> dict[str, object] | None:
@@ -97,33 +123,63 @@ def save(path: Path, source: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def measure_watch(python: str, problem: str, versions: tuple[Path, Path], saves: int, work: Path,
+def _settle(pid: int, quiet_s: float = 0.5, limit_s: float = 20.0) -> None:
+    """Wait until the watch's processes use no CPU for `quiet_s`: a learner reads the table before saving again,
+    and meanwhile the next plotting process has started."""
+    deadline, last = time.monotonic() + limit_s, tree_cpu(pid)
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = tree_cpu(pid)
+        if now - last < 0.02:
+            return
+        last = now
+
+
+def measure_watch(python: str, problem: str, pairs: dict[str, tuple[Path, Path]], saves: int, work: Path,
                   samples: Samples) -> None:
-    """Start `watch` on a file, then save the two versions in turn; a floor run after each re-grade."""
-    folder = work / "watched"
-    folder.mkdir()
-    file = folder / "learner.py"
-    out = work / "watch_out"
-    sha = save(file, versions[0])
-    watcher = subprocess.Popen([python, "-m", "grader", "watch", str(file), "--problem", problem, "--out", str(out)],
-                               cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_for_report(out / "report.json", sha, watcher, WATCH_START_TIMEOUT_S)
-        for index in range(saves):
-            time.sleep(0.5)  # a learner reads the table before saving again
-            started = time.perf_counter()
-            sha = save(file, versions[(index + 1) % 2])
-            report = _wait_for_report(out / "report.json", sha, watcher, SAVE_TIMEOUT_S)
-            samples.saves.append(time.perf_counter() - started)
-            samples.save_phases.append(dict(report.get("phases", {})))  # type: ignore[arg-type]
-            samples.floor.append(floor_s(python))
-    finally:
-        watcher.send_signal(signal.SIGINT)
+    """For each kind of edit, start `watch` on a file and save its two versions in turn, once untimed (the first
+    grade of a version computes what the cache lacks), then `saves` times; a floor run after each re-grade."""
+    for kind, versions in pairs.items():
+        folder = work / f"watched-{len(samples.saves)}"
+        folder.mkdir()
+        file, out = folder / "learner.py", folder / "out"
+        sha = save(file, versions[0])
+        watcher = subprocess.Popen([python, "-m", "grader", "watch", str(file), "--problem", problem, "--out",
+                                    str(out)], cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runs, phases = samples.saves.setdefault(kind, []), samples.save_phases.setdefault(kind, [])
         try:
-            watcher.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            watcher.kill()
-            watcher.wait()
+            _wait_for_report(out / "report.json", sha, watcher, WATCH_START_TIMEOUT_S)
+            for index in range(saves + 1):
+                _settle(watcher.pid)
+                started, cpu = time.perf_counter(), tree_cpu(watcher.pid)
+                sha = save(file, versions[(index + 1) % 2])
+                report = _wait_for_report(out / "report.json", sha, watcher,
+                                          WATCH_START_TIMEOUT_S if index == 0 else SAVE_TIMEOUT_S)
+                if index > 0:
+                    runs.append(Run(time.perf_counter() - started, tree_cpu(watcher.pid) - cpu))
+                    phases.append(dict(report.get("phases", {})))  # type: ignore[arg-type]
+                    samples.floor.append(floor_run(python))
+        finally:
+            watcher.send_signal(signal.SIGINT)
+            try:
+                watcher.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                watcher.kill()
+                watcher.wait()
+
+
+def edit_pairs(args: argparse.Namespace) -> dict[str, tuple[Path, Path]]:
+    """The two kinds of edit a learner makes, each as the problem's reference and a known-wrong file that differs
+    from it that way: one leaves the toy's series as they were (a fix of an edge case: the plots stay), the
+    other changes them (the plots are drawn again). Known-wrong files that embody a declared misreading first."""
+    problem = Problem(args.problem)
+    experiment = {check.id for check in problem.spec.checks if check.kind == "experiment"}
+    declared = {m.solution for m in problem.misconceptions}
+    wrong = sorted(problem.known_wrong(), key=lambda w: (w.path.name not in declared, w.path.name))
+    unchanged = next((w.path for w in wrong if not (w.must_fail | w.may_fail) & experiment), None)
+    changed = next((w.path for w in wrong if w.must_fail & experiment), None)
+    return {kind: (args.submission, path) for kind, path in (("toy unchanged", unchanged), ("toy changed", changed))
+            if path is not None}
 
 
 def measure(args: argparse.Namespace, work: Path) -> Samples:
@@ -134,7 +190,7 @@ def measure(args: argparse.Namespace, work: Path) -> Samples:
     timed([python, "-m", "grader", "previews", "--problem", args.problem])  # as `make grade` has them
     subprocess.run(grade_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)  # caches
     for _ in range(args.runs):  # interleaved, so load on the machine hits both alike
-        samples.floor.append(floor_s(python))
+        samples.floor.append(floor_run(python))
         samples.single.append(timed(grade_cmd))
         samples.single_phases.append(json.loads((work / "one" / "report.json").read_text())["phases"])
     batch_dir = work / "batch"
@@ -143,51 +199,54 @@ def measure(args: argparse.Namespace, work: Path) -> Samples:
         shutil.copyfile(args.submission, batch_dir / f"learner_{index:03d}.py")
     batch_wall = timed([python, "-m", "grader", "grade-all", "--problem", args.problem, "--submissions",
                         str(batch_dir), "--out", str(work / "batch_out"), "--jobs", str(os.cpu_count() or 1)])
-    samples.batch_per_file = batch_wall / args.batch
-    samples.floor.append(floor_s(python))
-    measure_watch(python, args.problem, (args.submission, args.wrong), args.saves, work, samples)
+    samples.batch_per_file = Run(batch_wall.wall / args.batch, batch_wall.cpu / args.batch)
+    samples.floor.append(floor_run(python))
+    measure_watch(python, args.problem, edit_pairs(args), args.saves, work, samples)
     return samples
 
 
-def _phase_rows(table: Table, phases: list[dict[str, float]], floor: float, prefix: str) -> None:
-    for name in sorted({k for p in phases for k in p}):
-        value = statistics.median(p.get(name, 0.0) for p in phases)
-        table.add_row(f"  {prefix} phase: {name}", f"{value:.3f}", f"{value / floor:.2f}", "")
+def _median(runs: list[Run]) -> Run:
+    return Run(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs))
 
 
 def show(args: argparse.Namespace, samples: Samples) -> None:
-    floor = statistics.median(samples.floor)
-    table = Table(title=f"{args.problem}: cost as a multiple of `import torch` ({floor:.3f} s, median of "
-                        f"{len(samples.floor)} interleaved runs) on {os.cpu_count()} cores")
-    for column in ("measurement", "seconds", "x floor", "target (stretch)"):
+    floor = _median(samples.floor)
+    table = Table(title=f"{args.problem}: cost as a multiple of `python -c \"import torch\"` ({floor.wall:.3f} s wall, "
+                        f"{floor.cpu:.3f} s CPU; median of {len(samples.floor)} interleaved runs) on "
+                        f"{os.cpu_count()} cores")
+    for column in ("measurement", "seconds", "x floor", "CPU s", "CPU x floor", "target (stretch)"):
         table.add_column(column, justify="right" if column != "measurement" else "left")
-    single = statistics.median(samples.single)
-    table.add_row(f"grade one submission, cold (median of {len(samples.single)})", f"{single:.3f}",
-                  f"{single / floor:.2f}", "<= 2.0 (1.5)")
-    _phase_rows(table, samples.single_phases, floor, "grade")
-    table.add_row(f"grade-all {args.batch} submissions, per submission", f"{samples.batch_per_file:.3f}",
-                  f"{samples.batch_per_file / floor:.2f}", "<= 0.35 (0.25)")
-    if samples.saves:
-        regrade = statistics.median(samples.saves)
-        table.add_row(f"watch: save to new report.json (median of {len(samples.saves)}, max "
-                      f"{max(samples.saves):.2f} s)", f"{regrade:.3f}", f"{regrade / floor:.2f}", "<= 0.3")
-        _phase_rows(table, samples.save_phases, floor, "watch")
-    Console(width=120).print(table)
+
+    def row(label: str, run: Run, target: str) -> None:
+        table.add_row(label, f"{run.wall:.3f}", f"{run.wall / floor.wall:.2f}", f"{run.cpu:.3f}",
+                      f"{run.cpu / floor.cpu:.2f}", target)
+
+    def phases(found: list[dict[str, float]], prefix: str) -> None:
+        for name in sorted({k for p in found for k in p}):
+            value = statistics.median(p.get(name, 0.0) for p in found)
+            table.add_row(f"  {prefix} phase: {name}", f"{value:.3f}", f"{value / floor.wall:.2f}", "", "", "")
+
+    row(f"grade one submission, cold (median of {len(samples.single)})", _median(samples.single), "<= 2.0 (1.5)")
+    phases(samples.single_phases, "grade")
+    row(f"grade-all {args.batch} submissions, per submission", samples.batch_per_file, "<= 0.35 (0.25)")
+    for kind, runs in samples.saves.items():
+        if runs:
+            row(f"watch, {kind}: save to new report.json (median of {len(runs)}, slowest "
+                f"{max(r.wall for r in runs):.2f} s)", _median(runs), "<= 0.3")
+            phases(samples.save_phases[kind], "watch")
+    Console(width=140).print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", help="default: the first problem in problems/")
     parser.add_argument("--submission", type=Path, help="default: the problem's reference, graded as a learner file")
-    parser.add_argument("--wrong", type=Path, help="the other version saved in turn under watch (default: a "
-                        "known-wrong file that embodies a declared misreading)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=24)
     parser.add_argument("--saves", type=int, default=6)
     args = parser.parse_args(argv)
     args.problem = args.problem or sorted(p.parent.name for p in (PROJECT_ROOT / "problems").glob("*/problem.toml"))[0]
     args.submission = (args.submission or PROJECT_ROOT / "reference" / args.problem / "reference.py").resolve()
-    args.wrong = (args.wrong or wrong_solution(args.problem)).resolve()
     work = Path(tempfile.mkdtemp(prefix="paperleet-bench-"))
     try:
         samples = measure(args, work)

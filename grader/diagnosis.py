@@ -22,6 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .spec import SpecError
 
+# A misreading is named, and carried forward, only when it explains at least this share of the failing cases (and
+# more of them than the passing cases it contradicts): a trivial or unrelated answer matches some misreading on a
+# few cases by accident (a zero where that misreading also gives zero), and must earn nothing by it.
+MIN_SHARE = 0.25
+
 
 class Misconception(BaseModel):
     """One known misreading of a problem's statement."""
@@ -92,11 +97,20 @@ def diagnose(failing: list[Explained], misconceptions: list[Misconception],
         touched = [case.check for case in failing if misconception.id in case.misconceptions]
         checks = tuple(dict.fromkeys(touched))
         owners_charged = tuple(check for check in checks if check in misconception.owners)
-        if owners_charged:
-            findings.append(Finding(misconception, len(touched), len(failing), checks, owners_charged,
-                                    contradicted.get(misconception.id, 0)))
+        explained, against = len(touched), contradicted.get(misconception.id, 0)
+        if owners_charged and explained >= MIN_SHARE * len(failing) and explained > against:
+            findings.append(Finding(misconception, explained, len(failing), checks, owners_charged, against))
     order = {m.id: i for i, m in enumerate(misconceptions)}
-    return sorted(findings, key=lambda f: (f.cases_contradicted - f.cases_explained, order[f.misconception.id]))
+    ranked = sorted(findings, key=lambda f: (f.cases_contradicted - f.cases_explained, order[f.misconception.id]))
+    # a misreading that explains no failing case a better-ranked one leaves unexplained adds nothing: left out
+    kept: list[Finding] = []
+    covered: set[int] = set()
+    for finding in ranked:
+        mine = {i for i, case in enumerate(failing) if finding.misconception.id in case.misconceptions}
+        if mine - covered:
+            kept.append(finding)
+            covered |= mine
+    return kept
 
 
 def candidates(failing: list[Explained]) -> set[str]:

@@ -84,6 +84,7 @@ functions, then grade it on the public cases:
 
 ```sh
 python check my_solution.py
+python check --watch my_solution.py   # again after every save, until Ctrl-C
 ```
 
 `check` imports your file in the same sandboxed worker as the official grader, calls your functions on the
@@ -403,13 +404,19 @@ def check_main(argv: list[str] | None = None) -> int:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", type=Path, help="your solution, a Python file")
     parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
+    parser.add_argument("--watch", action="store_true", help="grade FILE again each time it is saved, until Ctrl-C")
     args = parser.parse_args(argv)
     if not args.file.is_file():
         what = "is a folder" if args.file.is_dir() else "no such file"
         print(f"check: {args.file}: {what}; expected a Python file with your solution", file=sys.stderr)
         return int(ExitCode.USAGE)
+    report = args.report or root / "reports" / f"{args.file.stem}.json"
     try:
-        return int(run_check(root, args.file.resolve(), args.report or root / "reports" / f"{args.file.stem}.json"))
+        if args.watch:
+            from .pack_watch import watch_check
+
+            return int(watch_check(root, args.file.resolve(), report))
+        return int(run_check(root, args.file.resolve(), report))
     except Exception as exc:  # noqa: BLE001 - a fault of the pack is never the learner's
         import traceback
 

@@ -215,30 +215,33 @@ def accept_hello(message: Any) -> dict[str, Any]:
                 "message": f"the worker's first message could not be accepted: {exc}"}
 
 
-Context = Callable[[tuple[int, ...]], str]  # the failing element's index -> what the inputs hold there
+Context = Callable[[tuple[int, ...], tuple[int, ...]], str]  # failing index, result shape -> the inputs there
 
 
 def input_context(sent: Mapping[str, Any], mask: str | None = None, group_size: str | None = None) -> Context:
     """What the inputs hold at a failing element, for a visible case's message: the same element of every input
-    of the output's shape (the element's whole group when the function takes a group size), the row of every
-    per-row input, and whether the element is padding."""
+    of the result's shape, the element's whole group when the function takes a group size, the entry of every 1-D
+    input that runs along exactly one of the result's dimensions, and whether the element is padding."""
 
-    def describe(index: tuple[int, ...]) -> str:
+    def describe(index: tuple[int, ...], shape: tuple[int, ...]) -> str:
         shown = []
         group = sent.get(group_size) if group_size else None
         for name, value in sent.items():
-            if type(value) is not torch.Tensor or value.dim() == 0 or value.dim() > len(index):
+            if type(value) is not torch.Tensor or value.dim() == 0:
                 continue
-            if value.dim() == 1 and isinstance(group, int) and not isinstance(group, bool) and group > 0:
+            if value.dim() == 1 and isinstance(group, int) and not isinstance(group, bool) and group > 0 \
+                    and len(index) == 1 and value.shape[0] == shape[0]:
                 start = index[0] // group * group
                 shown.append(f"{name}[{start}:{start + group}] = {_values(value[start:start + group])}")
-            elif value.dim() == len(index) and all(i < n for i, n in zip(index, value.shape, strict=True)):
+            elif tuple(value.shape) == shape:
                 shown.append(f"{name}{list(index)} = {_values(value[index])}")
-            elif value.dim() == 1 and index[0] < value.shape[0]:
-                shown.append(f"{name}[{index[0]}] = {_values(value[index[0]])}")
+            elif value.dim() == 1:
+                along = [d for d, size in enumerate(shape) if size == value.shape[0]]
+                if len(along) == 1:
+                    shown.append(f"{name}[{index[along[0]]}] = {_values(value[index[along[0]]])}")
         text = f"; the inputs there: {', '.join(shown)}" if shown else ""
         held = sent.get(mask) if mask else None
-        if type(held) is torch.Tensor and held.dim() == len(index) and not bool(held[index]):
+        if type(held) is torch.Tensor and tuple(held.shape) == shape and not bool(held[index]):
             text += "; this element is padding (its mask is 0)"
         return text[:600]
 
@@ -299,7 +302,7 @@ def _is_instance(exc: dict[str, Any], type_name: str) -> bool:
 
 def compare_output(
     name: str, got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect],
-    tolerances: Mapping[str, Tolerance], context: Context | None = None,
+    tolerances: Mapping[str, Tolerance], context: Context | None = None, evidence: bool = True,
 ) -> Mismatch | None:
     if want["kind"] != "tensor":
         if got.get("kind") != want["kind"] or got.get("value") != want.get("value"):
@@ -331,12 +334,13 @@ def compare_output(
         if g.shape != w.shape:
             return Mismatch.of(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
                          f"{name}: the shape differs from the expected shape")
-        return compare_tensors(name, g, w, tol, context)
+        return compare_tensors(name, g, w, tol, context, evidence)
     return None
 
 
 def compare_grads(
     got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance],
+    evidence: bool = True,
 ) -> Mismatch | None:
     if "backward_error" in want:
         raise AssertionError(f"the expected side failed backward: {want['backward_error']}")
@@ -355,7 +359,8 @@ def compare_grads(
         actual = g if g is not None else torch.zeros_like(reference)
         if w is None and bool((actual != 0).any()):
             return Mismatch.of(f"{name} received a gradient, but it must receive none (stop-gradient)")
-        mismatch = compare_tensors(f"d loss / d {name}", actual, reference, tolerance_for(reference.dtype, tolerances))
+        mismatch = compare_tensors(f"d loss / d {name}", actual, reference, tolerance_for(reference.dtype, tolerances),
+                                   evidence=evidence)
         if mismatch:
             return mismatch
     return None
@@ -382,8 +387,10 @@ def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | N
 def judge_case(
     function: str, sent: Mapping[str, Any], got: dict[str, Any], want: dict[str, Any],
     aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance], context: Context | None = None,
+    evidence: bool = True,
 ) -> Outcome:
-    """Compare one learner observation with the expected one on the aspects a check names."""
+    """Compare one learner observation with the expected one on the aspects a check names (without `evidence`, a
+    failing value comparison says only that the values differ: see `compare_tensors`)."""
     if "raised" in want:
         if "raises" not in aspects:
             raise AssertionError(f"expected side raised {exception_text(want['raised'])} on a case that must not raise")
@@ -401,11 +408,11 @@ def judge_case(
         return Outcome(Verdict.ERROR, Mismatch.of(f"{function} raised {exception_text(got['raised'])}",
                                             f"{function} raised {_safe_exception(got['raised'])} (message withheld)"))
     if OUTPUT_ASPECTS & set(aspects):
-        mismatch = _compare_outputs(function, got, want, aspects, tolerances, context)
+        mismatch = _compare_outputs(function, got, want, aspects, tolerances, context, evidence)
         if mismatch:
             return Outcome(Verdict.FAIL, mismatch)
     if {"backward", "connected", "grads"} & set(aspects):
-        mismatch = compare_grads(got, want, aspects, tolerances)
+        mismatch = compare_grads(got, want, aspects, tolerances, evidence)
         if mismatch:
             return Outcome(Verdict.FAIL, mismatch)
     if "inputs_unchanged" in aspects:
@@ -420,9 +427,10 @@ OUTPUT_ASPECTS = {"type", "shape", "dtype", "device", "values", "values_exact", 
 
 
 def _compare_outputs(function: str, got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect],
-                     tolerances: Mapping[str, Tolerance], context: Context | None) -> Mismatch | None:
+                     tolerances: Mapping[str, Tolerance], context: Context | None,
+                     evidence: bool = True) -> Mismatch | None:
     for (name, g), (_, w) in zip(_flatten(got["output"], function), _flatten(want["output"], function), strict=False):
-        mismatch = compare_output(name, g, w, aspects, tolerances, context)
+        mismatch = compare_output(name, g, w, aspects, tolerances, context, evidence)
         if mismatch:
             return mismatch
     if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):
@@ -440,15 +448,19 @@ def same_as(function: str, sent: Mapping[str, Any], got: dict[str, Any], other: 
     matching it means doing the same.
     """
     if "raised" in got or "raised" in other:
-        return "raised" in got and "raised" in other and _is_instance(got["raised"], other["raised"]["type"])
+        # the same exception class, not a subclass: a starter's NotImplementedError must not match a misreading
+        # that raises RuntimeError
+        return "raised" in got and "raised" in other and got["raised"]["type"] == other["raised"]["type"]
     if ("backward_error" in got or "backward_error" in other) and {"backward", "grads", "connected"} & set(aspects):
-        return "backward_error" in got and "backward_error" in other
+        return ("backward_error" in got and "backward_error" in other
+                and got["backward_error"]["type"] == other["backward_error"]["type"])
     compared = [a for a in aspects if a not in ("inputs_unchanged", "raises")]
-    if compared and judge_case(function, sent, got, other, compared, tolerances).verdict != Verdict.PASS:
+    if compared and judge_case(function, sent, got, other, compared, tolerances,
+                               evidence=False).verdict != Verdict.PASS:
         return False
     if "inputs_unchanged" in aspects:
         mine, theirs = got.get("inputs_after", {}), other.get("inputs_after", {})
         for name, value in theirs.items():
-            if name not in mine or compare_tensors(name, mine[name], value, None) is not None:
+            if name not in mine or compare_tensors(name, mine[name], value, None, evidence=False) is not None:
                 return False
     return True

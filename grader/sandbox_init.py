@@ -329,6 +329,8 @@ def start(config: dict, serve: Callable[[], None] | None = None) -> None:
         build_root(config)
     else:
         os.chdir(config["cwd"])
+    if os.uname().machine in seccomp.TABLES:
+        seccomp.program(os.uname().machine)  # built before the fork: the init and the worker both install it
     run(config, serve)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import struct
 import zlib
@@ -223,8 +224,9 @@ Instruction = tuple[int, int, int, int]  # code, jump if true, jump if false, co
 Action = int | str  # a return value, or the name of an argument rule
 
 
+@functools.cache
 def numbers(machine: str) -> dict[str, int]:
-    """Every call this architecture's table names, by number."""
+    """Every call this architecture's table names, by number (one dict, read only)."""
     return {name: first + offset for first, names in TABLES[machine] for offset, name in enumerate(names.split())}
 
 
@@ -305,8 +307,9 @@ def assemble(machine: str, actions: dict[int, Action], default: int, beyond: int
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
 
 
+@functools.cache
 def program(machine: str) -> bytes:
-    """The worker's filter for `machine`."""
+    """The worker's filter for `machine`, built once per process (and inherited by a fork)."""
     return assemble(machine, decisions(machine), RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS)
 
 

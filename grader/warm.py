@@ -12,7 +12,11 @@ from __future__ import annotations
 import argparse
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
+
+import torch
 
 from .commands import PlotInputs, UsageError, plot_inputs, single_out, write_outputs
 from .containment import judge_error_report, tell_instructor
@@ -28,6 +32,44 @@ from .watch import DEBOUNCE_S, Outcome, Snapshot, watch
 from .zygote import Zygote
 
 
+@dataclass(frozen=True)
+class DrawnPlots:
+    """The plots in the report folder, the toy series they were drawn from, and why any plot is missing."""
+
+    series: dict[str, torch.Tensor]
+    written: list[str]
+    notes: str
+
+
+class KeptPlots:
+    """Stands in for a PlotJob when the toy gave exactly the series the folder's plots were drawn from: the same
+    series over the same reference draw the same pictures, so those stay, and nothing is drawn again."""
+
+    def __init__(self, drawn: DrawnPlots) -> None:
+        self.drawn = drawn
+
+    def matches(self, series: dict[str, torch.Tensor] | None, out: Path) -> bool:
+        before = self.drawn.series
+        if series is None or series.keys() != before.keys():
+            return False
+        if not all(series[name].dtype == value.dtype and torch.equal(series[name], value)
+                   for name, value in before.items()):
+            return False  # NaN never equals NaN: such a series is drawn again, which is merely slower
+        return all((out / file).is_file() for file in self.drawn.written)
+
+    def submit(self, series: dict[str, torch.Tensor] | None) -> None:
+        """Nothing to draw."""
+
+    def result(self) -> list[str]:
+        return list(self.drawn.written)
+
+    def notes(self) -> str:
+        return self.drawn.notes
+
+    def close(self) -> None:
+        """No process to end."""
+
+
 class WarmJudge:
     """Grades snapshots of one file into one folder; `start` warms it up, `close` ends every process it started."""
 
@@ -40,6 +82,7 @@ class WarmJudge:
         self._starting: threading.Thread | None = None
         self._start_error: BaseException | None = None
         self._plots: PlotJob | None = None
+        self._drawn: DrawnPlots | None = None
 
     def start(self) -> None:
         """The zygote imports torch on one core while this process computes (or loads) the expectations."""
@@ -74,27 +117,49 @@ class WarmJudge:
             self.zygote = Zygote()
         return self.zygote
 
-    def grade(self, snapshot: Snapshot, publish: Callable[[], bool]) -> Outcome | None:
-        """Grade the snapshot; write its outputs if `publish()` says the file still holds it, else None."""
+    def grade(self, snapshot: Snapshot, publish: Callable[[], bool], show: Callable[[Report], None],
+              ) -> Outcome | None:
+        """Grade the snapshot; if `publish()` says the file still holds it, `show` the report and write the
+        outputs, else None."""
         self.out.mkdir(parents=True, exist_ok=True)
-        plots, self._plots = self._plots, None
+        if self._plots is None:  # the last grade was not published and took its plotting process along
+            self._plots = self._plot_job()
+        job = self._plots
+        kept = KeptPlots(self._drawn) if self._drawn is not None else None
+        target: list[PlotJob | KeptPlots | None] = []  # what the toy's series went to, once they came
+
+        def sink(series: dict[str, torch.Tensor] | None) -> None:
+            target.append(kept if kept is not None and kept.matches(series, self.out) else job)
+            if target[0] is not None:
+                target[0].submit(series)
+
+        job_used = False  # whether the job has drawn, or may be drawing, into the folder
         try:
             graded = grade(self.problem, snapshot.path, self.seed, self.limits, expectations=self.expectations,
-                           zygote=self._live_zygote(), command=self.command,
-                           series_sink=plots.submit if plots is not None else None)
+                           zygote=self._live_zygote(), command=self.command, series_sink=sink)
+            plots = target[0] if target else job  # no series (an import error): the job draws nothing
+            job_used = plots is job and job is not None
+            if job_used:
+                self._drawn = None  # the folder's plots are this grade's from now on, published or not
             if not publish():
                 return None
-            report = write_outputs(self.problem, graded, self.out, plots)
-            plots = None  # its process has ended and its files are the report's
+            show(graded.report)  # the verdicts are final; the plots, the report files and the page follow
+            report = write_outputs(self.problem, graded, self.out, cast("PlotJob | None", plots))
+            if job_used and graded.series is not None:
+                self._drawn = DrawnPlots(graded.series, report.artifacts, job.notes() if job is not None else "")
         except Exception as exc:  # noqa: BLE001 - contained to this grade, as grade-all contains it to one file
             tell_instructor(self.file, exc)
             report = judge_error_report(self.problem, snapshot.path, self.seed, exc, self.command)
             write_report(report, self.out / "report.json")
+            if target and target[0] is job:
+                job_used, self._drawn = True, None
         finally:
-            if plots is not None:
-                plots.close()
+            if job_used and job is not None:
+                job.close()
+                self._plots = None
         self._remove_stale_plots(report)
-        self._plots = self._plot_job()
+        if self._plots is None:
+            self._plots = self._plot_job()
         return Outcome(report, self.out / "report.json")
 
     def _remove_stale_plots(self, report: Report) -> None:

@@ -1,12 +1,12 @@
 """Re-grade one file each time it is saved: notice the save, grade a snapshot, print what changed.
 
 The loop knows nothing of how a file is graded: `watch` (the grader's, `grader.warm`) and the learner pack's
-`check --watch` (`grader.pack_watch`) hand it a function that grades a snapshot of the file and says whether the
-result may be published. A save is noticed by polling the file's modification time, size and content hash; its
-grade starts at once, on a private copy of the bytes seen, and is published only once the file has stayed
-unchanged for the debounce time and still holds those bytes, so an editor's half-written file is never reported
-as the file's grade unless it stays that way. SIGINT and SIGTERM end the loop with exit code 0, after the
-caller's `close` has ended every process it started.
+`check --watch` (`grader.pack_watch`) hand it a `Judge` that grades a snapshot of the file, shows its verdicts
+once the loop says they may be published, then writes its outputs. A save is noticed by polling the file's
+modification time, size and content hash; its grade starts at once, on a private copy of the bytes seen, and is
+published only once the file has stayed unchanged for the debounce time and still holds those bytes, so an
+editor's half-written file is never reported as the file's grade unless it stays that way. SIGINT and SIGTERM
+end the loop with exit code 0, after the judge's `close` has ended every process it started.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Protocol
@@ -27,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .report import Report
+from .summary import STYLE
 from .text import clean_line
 from .verdicts import ExitCode, Verdict
 
@@ -34,10 +36,6 @@ POLL_S = 0.1  # how often the file is looked at
 DEBOUNCE_S = 0.2  # how long a save must stay unchanged before its grade is published
 HASHED_BYTES = 1 << 22  # a larger file is compared by modification time and size alone
 MESSAGE_CHARS = 160  # a check's message in the watch table: one line; report.json keeps it whole
-VERDICT_STYLE = {
-    Verdict.PASS: "green", Verdict.FAIL: "red", Verdict.ERROR: "red", Verdict.TIMEOUT: "yellow",
-    Verdict.CRASHED: "yellow", Verdict.SKIPPED: "dim", Verdict.JUDGE_ERROR: "bold magenta",
-}
 
 
 class Stopped(BaseException):
@@ -140,25 +138,25 @@ class Row:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One published grade as the loop shows it."""
+    """One published grade, once its outputs are written."""
 
     report: Report
     report_path: Path
-    note: str = ""  # a line under the table (the learner pack: what its public checks leave out)
+    note: str = ""  # said beside the report's path (the learner pack: what its public checks leave out)
 
-    def rows(self) -> list[Row]:
-        return [Row(tier.tier, check.id, Verdict(check.verdict), check.score, check.max_score, check.message)
-                for tier in self.report.tiers for check in tier.checks]
+
+def rows_of(report: Report) -> list[Row]:
+    return [Row(tier.tier, check.id, Verdict(check.verdict), check.score, check.max_score, check.message)
+            for tier in report.tiers for check in tier.checks]
 
 
 def _short(text: str) -> Text:
     return Text(clean_line(text, MESSAGE_CHARS))
 
 
-def render(outcome: Outcome, before: dict[str, Verdict], seconds: float) -> list[Text | Table]:
+def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[Text | Table]:
     """The diagnosis, then a table of the checks that do not pass or whose verdict changed, then a count of the
     others: what a learner reads after a save. A changed verdict is highlighted and says what it was."""
-    report = outcome.report
     tiers = "  ".join(f"{t.tier} {t.score:g}/{t.max_score:g}" for t in report.tiers)
     head = Text(f"{time.strftime('%H:%M:%S')}  {clean_line(report.submission)}  ", style="bold")
     head.append(f"{report.score:g}/{report.max_score:g} ({report.status})  ", style="bold")
@@ -175,26 +173,36 @@ def render(outcome: Outcome, before: dict[str, Verdict], seconds: float) -> list
     table = Table(show_header=True, box=None, pad_edge=False)
     for column in ("tier", "check", "verdict", "score", "message"):
         table.add_column(column, overflow="fold", max_width=MESSAGE_CHARS if column == "message" else None)
-    quiet = 0
-    for row in outcome.rows():
+    quiet, not_run = 0, 0
+    for row in rows_of(report):
         was = before.get(row.check)
         changed = was is not None and was != row.verdict
         if row.verdict == Verdict.PASS and not changed:
             quiet += 1
             continue
-        verdict = Text(str(row.verdict), style=VERDICT_STYLE[row.verdict])
+        if row.verdict == Verdict.SKIPPED and row.message == report.message:
+            not_run += 1  # every check skipped for the one reason printed above: one line says so
+            continue
+        verdict = Text(str(row.verdict), style=STYLE[row.verdict])
         if changed:
             verdict.append(f" (was {was})", style="bold reverse")
         table.add_row(row.tier, Text(row.check, style="bold reverse" if changed else ""), verdict,
                       f"{row.score:g}/{row.max_score:g}", _short("" if row.verdict == Verdict.PASS else row.message))
     if table.row_count:
         shown.append(table)
-    rows = len(outcome.rows())
-    shown.append(Text(f"{quiet} of {rows} checks pass, unchanged" if table.row_count else f"all {rows} checks pass",
-                      style="green" if quiet == rows else "dim"))
-    shown.append(Text(f"report: {clean_line(outcome.report_path, 1024)}" +
-                      (f"  ·  {outcome.note}" if outcome.note else ""), style="dim"))
+    rows = len(rows_of(report))
+    if not_run:
+        shown.append(Text(f"{not_run} of {rows} checks not run, for the reason above", style="dim"))
+    elif all(row.verdict == Verdict.PASS for row in rows_of(report)):
+        shown.append(Text(f"all {rows} checks pass", style="green"))
+    else:
+        shown.append(Text(f"{quiet} of {rows} checks pass, unchanged", style="dim"))
     return shown
+
+
+def footer(outcome: Outcome, seconds: float) -> Text:
+    return Text(f"report: {clean_line(outcome.report_path, 1024)}, written {seconds:.2f} s after the save was seen"
+                + (f"  ·  {outcome.note}" if outcome.note else ""), style="dim")
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -221,40 +229,59 @@ class Judge(Protocol):
 
     def start(self) -> None: ...
 
-    def grade(self, snapshot: Snapshot, publish: Callable[[], bool]) -> Outcome | None:
-        """Grade the snapshot; only if `publish()` is true once the grade is done, write its outputs and return
-        its Outcome; None when the file changed meanwhile (its next version is graded next)."""
+    def grade(self, snapshot: Snapshot, publish: Callable[[], bool], show: Callable[[Report], None],
+              ) -> Outcome | None:
+        """Grade the snapshot; only if `publish()` is true once the grade is done, `show` its report (the first
+        answer, before plots are waited for), write its outputs and return its Outcome; None when the file
+        changed meanwhile (its next version is graded next)."""
 
     def close(self) -> None: ...
+
+
+class Screen:
+    """What the loop prints: each published grade against the verdicts of the one before."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.before: dict[str, Verdict] = {}
+        self.shown: Report | None = None
+
+    def show(self, report: Report, since: float) -> None:
+        for part in render(report, self.before, time.monotonic() - since):
+            self.console.print(part)
+        self.shown = report
+
+    def done(self, outcome: Outcome, since: float) -> None:
+        if self.shown is not outcome.report:  # the judge failed on this grade: its report says so
+            self.show(outcome.report, since)
+        self.console.print(footer(outcome, time.monotonic() - since))
+        self.before = {row.check: row.verdict for row in rows_of(outcome.report)}
+        self.shown = None
 
 
 def watch(file: Path, judge: Judge, debounce_s: float = DEBOUNCE_S, poll_s: float = POLL_S,
           console: Console | None = None) -> ExitCode:
     """Grade `file` now and after every save until SIGINT or SIGTERM; always close the judge, then return 0."""
-    console = console or Console(width=140, soft_wrap=False, highlight=False)
+    screen = Screen(console or Console(width=140, soft_wrap=False, highlight=False))
     watcher = SaveWatcher(file, poll_s)
-    before: dict[str, Verdict] = {}
     with stop_on_signals():
         try:
-            console.print(Text(f"watching {clean_line(file, 1024)}: every save is graded; Ctrl-C ends",
-                               style="dim"))
+            screen.console.print(Text(f"watching {clean_line(file, 1024)}: every save is graded; Ctrl-C ends",
+                                      style="dim"))
             judge.start()
             while True:
                 snapshot = watcher.next_version()
                 try:
-                    started = time.monotonic()
-                    outcome = judge.grade(snapshot, lambda s=snapshot: watcher.settled(s, debounce_s))
+                    outcome = judge.grade(snapshot, partial(watcher.settled, snapshot, debounce_s),
+                                          partial(screen.show, since=snapshot.noticed))
                 finally:
                     snapshot.discard()
-                if outcome is None:
-                    continue
-                watcher.graded = snapshot.seen
-                for part in render(outcome, before, time.monotonic() - started):
-                    console.print(part)
-                before = {row.check: row.verdict for row in outcome.rows()}
+                if outcome is not None:
+                    watcher.graded = snapshot.seen
+                    screen.done(outcome, snapshot.noticed)
         except Stopped:
             pass
         finally:
             judge.close()
-    console.print(Text("stopped watching", style="dim"))
+    screen.console.print(Text("stopped watching", style="dim"))
     return ExitCode.OK

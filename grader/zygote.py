@@ -135,9 +135,12 @@ def serve_forever(sock: socket.socket) -> None:
 
 
 def main() -> None:
+    from . import seccomp
     from .worker import __main__ as worker_main  # loaded, and warmed up, once for every worker
 
     worker_main.warm_up()
+    if os.uname().machine in seccomp.TABLES:
+        seccomp.program(os.uname().machine)  # built once: every forked box inherits it
 
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.sendall(b"ready")

@@ -103,3 +103,23 @@ def test_huge_tensors_are_refused_before_any_arithmetic() -> None:
     huge = torch.zeros(1).expand(MAX_ELEMENTS + 1)  # no memory behind it
     mismatch = compare_tensors("weights", huge, huge, TOL)
     assert mismatch is not None and "too large" in mismatch.message
+
+
+def test_without_evidence_the_answer_is_the_same() -> None:
+    """The diagnosis's cheap path (no evidence) must agree with the full comparison on every pair of values."""
+    g = torch.Generator().manual_seed(0)
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-300], dtype=torch.float64)
+    for trial in range(300):
+        want = torch.randn(4, 5, generator=g, dtype=torch.float64)
+        got = want + torch.randn(4, 5, generator=g, dtype=torch.float64) * 10.0 ** -int(torch.randint(3, 12, (1,),
+                                                                                                       generator=g))
+        if trial % 3 == 0:
+            where = torch.randint(0, 20, (3,), generator=g)
+            got.view(-1)[where] = specials[torch.randint(0, 6, (3,), generator=g)]
+            if trial % 2:
+                want.view(-1)[where] = got.view(-1)[where]
+        got = got.to(torch.float32) if trial % 5 == 0 else got
+        for tol in (None, TOL):
+            full = compare_tensors("w", got, want, tol)
+            quick = compare_tensors("w", got, want, tol, evidence=False)
+            assert (full is None) == (quick is None), (trial, tol)

@@ -89,15 +89,15 @@ def _no_grads(call: Call) -> dict[str, Any]:
     return dict.fromkeys(call.requires_grad)
 
 
-def _refused_backward(call: Call) -> dict[str, Any]:
-    return {"type": "RuntimeError", "bases": ["RuntimeError", "Exception", "BaseException", "object"],
-            "message": "element 0 of tensors does not require grad and does not have a grad_fn"}
+REFUSED_BACKWARD = {"type": "RuntimeError", "bases": ["RuntimeError", "Exception", "BaseException", "object"],
+                    "message": "element 0 of tensors does not require grad and does not have a grad_fn"}
 
 
 def detached_backward_refused(call: Call, want: dict[str, Any]) -> dict[str, Any]:
+    """What the worker reports for a detached result: backward refuses it."""
     observation = _forged(False, None)(call, want)
     if call.backward:
-        observation["backward_error"] = _refused_backward(call)
+        observation["backward_error"] = dict(REFUSED_BACKWARD)
     return observation
 
 

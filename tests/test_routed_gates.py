@@ -3,6 +3,7 @@ what the statement promises, and trivial answers that earn nothing beyond T0."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shutil
@@ -42,6 +43,7 @@ TRIVIAL_SOURCES = {
                            "    return torch.softmax(router_logits.float(), -1).to(router_logits.dtype), route",
     "trivial_raises": "raise ValueError('every call is invalid')",
 }
+MAX_CHANGED_LINES = 10  # a known-wrong file is the reference plus one small change
 # |F_train - F_rollout| on the even 2001-point grid with the base shift, as computed with an independent script
 KNOWN_SWITCHES, KNOWN_JUMP, KNOWN_SAME_ROUTE = 40, 0.685267, 0.006511
 
@@ -91,17 +93,20 @@ def _group_key(index: int, call: Call) -> object:
     return ("group", call.group) if call.group is not None else index
 
 
-def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Callable[..., Any]) -> list[str]:
-    """Labels of the scored groups (a grouped set of calls, or one ungrouped call) that `function` passes."""
+def _passed_groups(problem: Problem, check: CheckSpec, seed: int,
+                   functions: dict[str, Callable[..., Any]]) -> dict[str, list[str]]:
+    """Per function, the labels of the scored groups (a grouped set of calls, or one ungrouped call) it passes;
+    the expected observation of each call is computed once for all of them."""
     source = problem.oracle if check.expected == "oracle" else problem.reference
-    verdicts: dict[object, tuple[str, bool]] = {}
+    verdicts: dict[str, dict[object, tuple[str, bool]]] = {name: {} for name in functions}
     for index, call in enumerate(_calls(problem, check, seed)):
         want = _observe(source[call.function], call)
-        got = sanitize(_observe(function, call))
-        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
-        label, ok = verdicts.get(_group_key(index, call), (call.label, True))
-        verdicts[_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
-    return [label for label, ok in verdicts.values() if ok]
+        for name, function in functions.items():
+            got = sanitize(_observe(function, call))
+            outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+            label, ok = verdicts[name].get(_group_key(index, call), (call.label, True))
+            verdicts[name][_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
+    return {name: [label for label, ok in found.values() if ok] for name, found in verdicts.items()}
 
 
 def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
@@ -167,7 +172,8 @@ def test_oracle_agrees_with_the_reference_on_every_other_value_check(problem: Pr
             if {"grads", "connected", "inputs_unchanged"} & set(check.compare):
                 continue
             total = len({_group_key(i, c) for i, c in enumerate(_calls(problem, check, seed))})
-            assert len(_passed_groups(problem, check, seed, oracle)) == total, f"seed {seed}, {check.id}"
+            passed = _passed_groups(problem, check, seed, {"oracle": oracle})["oracle"]
+            assert len(passed) == total, f"seed {seed}, {check.id}"
 
 
 # ---------------------------------------------------------------- the cases keep their edge
@@ -260,6 +266,36 @@ def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Pro
     assert all(any(flags) and not all(flags) for flags in groups.values())
 
 
+# ---------------------------------------------------------------- known-wrong files
+
+
+def _body(path: Path) -> list[str]:
+    """A file's code after its module docstring."""
+    text = path.read_text()
+    return text[text.index('"""', text.index('"""') + 3) + 3:].splitlines()
+
+
+def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Problem) -> None:
+    reference = _body(problem.reference_dir / "reference.py")
+    wrong = problem.known_wrong()
+    assert len(wrong) >= 20
+    big = {}
+    for known in wrong:
+        diff = [line for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
+                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        if not diff or len(diff) > MAX_CHANGED_LINES:
+            big[known.path.name] = len(diff)
+    assert not big, big
+
+
+def test_every_known_wrong_file_embodies_a_declared_misconception(problem: Problem) -> None:
+    declared = {m.solution: m for m in problem.misconceptions}
+    for known in problem.known_wrong():
+        misconception = declared.get(known.path.name)
+        assert misconception is not None, known.path.name
+        assert set(misconception.owners) <= known.must_fail, known.path.name
+
+
 # ---------------------------------------------------------------- trivial answers
 
 
@@ -267,9 +303,8 @@ def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem
     passes = []
     for seed in _seeds(problem):
         for check in (c for c in problem.spec.checks if c.tier in ("T1", "T2") and c.cases):
-            for name, function in _trivial_functions().items():
-                passes += [f"seed {seed}, {check.id}, {name}: {label}"
-                           for label in _passed_groups(problem, check, seed, function)]
+            for name, labels in _passed_groups(problem, check, seed, _trivial_functions()).items():
+                passes += [f"seed {seed}, {check.id}, {name}: {label}" for label in labels]
     assert not passes, "\n".join(passes[:10])
 
 

@@ -352,15 +352,21 @@ def mode_defaults(g: torch.Generator) -> list[Call]:
 
 
 BOUNDS_GRID = [0.15, 0.3, 0.55, 0.75, 0.95, 1.0, 1.1, 1.35, 1.7, 2.6, 4.5]
-EXPLICIT_BOUNDS: list[Bounds] = [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15},
-                                 {"low": 0.0, "high": 1.2}, {"low": 0.7}, {"high": 1.6}]
+# Under TIS every low is positive: with low = 0 a missing cap leaves every weight its ratio, which the raw ratio
+# echoed back would match, so the check would charge a trivial answer for that misreading.
+EXPLICIT_BOUNDS: dict[str, list[Bounds]] = {
+    TIS: [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15}, {"low": 0.4, "high": 1.2},
+          {"low": 0.7}, {"low": 0.2, "high": 1.6}],
+    ICEPOP: [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15},
+             {"low": 0.0, "high": 1.2}, {"low": 0.7}, {"high": 1.6}],
+}
 
 
 def bounds_honoured(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            for bounds in EXPLICIT_BOUNDS:
+            for bounds in EXPLICIT_BOUNDS[mode]:
                 train, rollout, mask = _ratio_grid(BOUNDS_GRID, dtype, g)
                 label = f"{_name(dtype)}, {_bounds_text(bounds)}, ratios {BOUNDS_GRID}"
                 calls.append(call(train, rollout, mask, mode, bounds, label))

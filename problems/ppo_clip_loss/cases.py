@@ -108,8 +108,8 @@ class Regions:
         return _log_uniform(self.g, min(a, b) * 1.02, max(a, b) / 1.02)
 
 
-def _advantage(g: torch.Generator, sign: float) -> float:
-    return sign * _log_uniform(g, 0.4, 2.5)
+def _advantage(g: torch.Generator, sign: float, low: float = 0.4) -> float:
+    return sign * _log_uniform(g, low, 2.5)
 
 
 def _shuffled(g: torch.Generator, values: Sequence[float]) -> list[float]:
@@ -146,7 +146,8 @@ def assemble(g: torch.Generator, advantages: Sequence[float], ratios: Sequence[S
 # ---------------------------------------------------------------- T1: random batches against the oracle
 
 RANDOM_SHAPES = [(3, 6), (4, 4), (5, 9), (7, 7), (12, 5), (8, 33), (16, 64), (32, 128)]
-RANDOM_WIDTHS: list[Widths] = [(0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1), (0.0, 0.2), (0.25, 0.25)]
+# eps_low = 0 is probed by value_errors alone: a solution that refuses it is charged there, and nowhere else
+RANDOM_WIDTHS: list[Widths] = [(0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1), (0.05, 0.2), (0.25, 0.25)]
 RANDOM_DUAL_CLIPS: list[float | None] = [None, 3.0, 2.0, None, 10.0, 1.5]
 
 
@@ -268,7 +269,8 @@ def one_sided_clip(g: torch.Generator) -> list[Call]:
             at = Regions(g, eps)
             mixed = [at.below, at.below, at.inside, at.inside, at.above, at.above]
             ratios = [[draw() for draw in mixed] for _ in range(3)]
-            advantages = [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, 1.0)]
+            # |A| > 1 + eps: clipping A instead of r would then clip too, and never pass for the plain -A r
+            advantages = [_advantage(g, 1.0, 1.5), _advantage(g, -1.0, 1.5), _advantage(g, 1.0, 1.5)]
             batch = assemble(g, advantages, ratios, 8, dtype)
             calls.append(loss_call(batch, "every region under both signs", eps=eps))
     return calls
@@ -283,8 +285,10 @@ def asymmetric_eps(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         for eps in ASYMMETRIC_WIDTHS:
             at = Regions(g, eps)
-            upper = [at.between(1 + eps[0], 1 + eps[1]) for _ in range(3)] + [at.inside(), at.below()]
-            lower = [at.between(1 - eps[0], 1 - eps[1]) for _ in range(3)] + [at.inside(), at.above()]
+            # one token clipped under either width as well, so every reading of the widths clips something
+            outer = (1 + max(eps)) * _log_uniform(g, 1.15, 1.6), (1 - max(eps)) * _log_uniform(g, 0.4, 0.85)
+            upper = [at.between(1 + eps[0], 1 + eps[1]) for _ in range(3)] + [at.inside(), at.below(), outer[0]]
+            lower = [at.between(1 - eps[0], 1 - eps[1]) for _ in range(3)] + [at.inside(), at.above(), outer[1]]
             batch = assemble(g, [_advantage(g, 1.0), _advantage(g, -1.0)], [upper, lower], 7, dtype)
             calls.append(loss_call(batch, "ratios between the two widths' bounds", eps=eps))
     return calls
@@ -582,11 +586,14 @@ def value_errors(g: torch.Generator) -> list[Call]:
     base: dict[str, object] = {**batch.kwargs(), "eps_low": 0.2, "eps_high": 0.2, "dual_clip": None,
                                "reduction": "token_mean"}
     calls = []
-    for index, (label, change) in enumerate(raising):
+    # groups in a drawn order, and within each group a drawn order, so that where the raising calls sit says
+    # nothing about a graded call
+    for index in torch.randperm(len(raising), generator=g).tolist():
+        label, change = raising[index]
         group = f"errors {index}"
-        calls.append(Call(FUNCTION, {**base, **change}, f"{FUNCTION}: {label} must raise ValueError", group=group))
+        bad = Call(FUNCTION, {**base, **change}, f"{FUNCTION}: {label} must raise ValueError", group=group)
         ok_label, ok_change = valid[index % len(valid)]
         fresh = _small(g, F32, dual_clip=3.0, shape=(3, 5))
-        calls.append(Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid",
-                          group=group))
+        good = Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid", group=group)
+        calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]
     return calls

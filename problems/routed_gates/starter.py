@@ -43,8 +43,9 @@ def routed_gates(
 
     Returns:
         (gates, routing_map):
-        gates: [T, E] in router_logits' dtype and device, computed in float32 at least (bfloat16 and
-            float16 logits are upcast for the arithmetic, the gates rounded back once at the end), and
+        gates: [T, E] in router_logits' dtype and device, computed in float32 at least (float32 and
+            float64 logits in their own dtype; bfloat16 and float16 logits upcast to float32 for the
+            arithmetic, the gates rounded back once at the end), and
             connected to router_logits' graph: gradient flows through the selected gates, none to
             expert_bias, none through the selection itself.
         routing_map: [T, E] bool, True exactly on I, also where a selected gate underflows to 0.

@@ -187,7 +187,8 @@ def residual_size(row: Row, options: Options) -> float:
     return max(sizes)
 
 
-def draw(g: torch.Generator, make: Callable[[], Row], ok: Callable[[Row], bool]) -> Row:
+def draw(make: Callable[[], Row], ok: Callable[[Row], bool]) -> Row:
+    """The first row `make` gives that passes `ok`."""
     for _ in range(TRIES):
         row = make()
         if ok(row):
@@ -328,8 +329,8 @@ def _rows(g: torch.Generator, n: int, make: Callable[[], Row], dtype: torch.dtyp
     def both(row: Row) -> bool:
         return (first is None or first(row)) and (every is None or every(row))
 
-    rows = [draw(g, make, accepts(dtype, options, min_residual, both))]
-    rows += [draw(g, make, accepts(dtype, options, also=every)) for _ in range(n - 1)]
+    rows = [draw(make, accepts(dtype, options, min_residual, both))]
+    rows += [draw(make, accepts(dtype, options, also=every)) for _ in range(n - 1)]
     return rows
 
 
@@ -343,11 +344,18 @@ def _shuffled(g: torch.Generator, rows: list[Row], active: list[bool]) -> tuple[
     return [rows[i] for i in order], [active[i] for i in order]
 
 
-def random_batch(g: torch.Generator, n: int, vocab: int, k: int, dtype: torch.dtype, options: Options,
-                 mask_kind: str = "bool", zero_slots: float = 0.0, min_residual: float = 0.05) -> Batch:
-    rows = _rows(g, n, partial(random_row, g, vocab, k, zero_slots), dtype, options, min_residual)
+def _batch_of(g: torch.Generator, make: Callable[[], Row], n: int, dtype: torch.dtype, options: Options,
+              mask_kind: str = "bool", min_residual: float = 0.05) -> Batch:
+    """n rows from `make`, shuffled, about a quarter of them padding (never the discriminating one)."""
+    rows = _rows(g, n, make, dtype, options, min_residual)
     rows, active = _shuffled(g, rows, _activity(g, n))
     return assemble(rows, active, dtype, mask_kind)
+
+
+def random_batch(g: torch.Generator, n: int, vocab: int, k: int, dtype: torch.dtype, options: Options,
+                 mask_kind: str = "bool", zero_slots: float = 0.0, min_residual: float = 0.05) -> Batch:
+    make = partial(random_row, g, vocab, k, zero_slots)
+    return _batch_of(g, make, n, dtype, options, mask_kind, min_residual)
 
 
 # ---------------------------------------------------------------- T1: random batches against the oracle
@@ -457,13 +465,6 @@ def mutation(g: torch.Generator) -> list[Call]:
 # ---------------------------------------------------------------- T2 edge cases
 
 
-def _batch_of(g: torch.Generator, make: Callable[[], Row], n: int, dtype: torch.dtype, options: Options,
-              mask_kind: str = "bool", padding: float = 0.25, min_residual: float = 0.05) -> Batch:
-    rows = _rows(g, n, make, dtype, options, min_residual)
-    rows, active = _shuffled(g, rows, _activity(g, n, padding))
-    return assemble(rows, active, dtype, mask_kind)
-
-
 def _mid_head(row: Row) -> bool:
     s = stats(row)
     return 0.3 <= s.tail_p <= 0.7 and s.tail_q >= 0.2
@@ -476,7 +477,7 @@ def full_vocab_mass(g: torch.Generator) -> list[Call]:
         for options in (NONE, Options("tis", 0.0, 2.0), Options("mis", 0.5, 5.0)):
             vocab, k = _randint(g, 8, 24), _randint(g, 2, 4)
             make = partial(random_row, g, vocab, k)
-            rows = [draw(g, make, accepts(dtype, options, 0.05, _mid_head)) for _ in range(4)]
+            rows = [draw(make, accepts(dtype, options, 0.05, _mid_head)) for _ in range(4)]
             calls.append(loss_call(assemble(rows, [True] * 4, dtype), "the head holds 30-70% of p, at most 80% of q",
                                    options))
     return calls
@@ -562,7 +563,7 @@ def tail_weight(g: torch.Generator) -> list[Call]:
             for index in range(4):
                 alpha = ALPHAS[(index + len(calls)) % len(ALPHAS)]
                 make = partial(tailored_alpha_row, g, vocab, k, alpha, index % 2 == 0)
-                rows.append(draw(g, make, accepts(dtype, options, 0.02)))
+                rows.append(draw(make, accepts(dtype, options, 0.02)))
             calls.append(loss_call(assemble(rows, [True] * 4, dtype), "alpha from 0.15 to 8", options))
     return calls
 
@@ -691,7 +692,7 @@ def sampled_weight(g: torch.Generator) -> list[Call]:
             make = partial(_sampled_ratio_row, g, vocab, k, 0.1, 10.0)
             rows = _rows(g, 3, make, dtype, options, 0.02, first=partial(_weight_acts, options.bounds()),
                          every=_fits_tail)
-            rows.append(draw(g, partial(matched_head_row, g, vocab, k, 4.0, False), accepts(dtype, options)))
+            rows.append(draw(partial(matched_head_row, g, vocab, k, 4.0, False), accepts(dtype, options)))
             calls.append(loss_call(assemble(rows, [True] * 4, dtype), "sampled ratios from 1/10 to 10", options))
     return calls
 
@@ -853,7 +854,7 @@ def thin_tail_row(g: torch.Generator, vocab: int, k: int, dtype: torch.dtype) ->
     p = torch.softmax(logits, dim=0)
     tail_q = _uniform(g, 0.1, 0.3)
     q = p.clone()
-    q[head] *= (1.0 - tail_q) / float(q[head].sum()) * torch.exp(torch.randn(k, generator=g, dtype=F64) * 0.2)
+    q[head] *= torch.exp(torch.randn(k, generator=g, dtype=F64) * 0.2)  # head ratios near 1, not exactly
     q[head] *= (1.0 - tail_q) / float(q[head].sum())
     tail = [v for v in range(vocab) if v not in head]
     q[tail] *= tail_q / float(q[tail].sum())
@@ -869,9 +870,8 @@ def low_precision(g: torch.Generator) -> list[Call]:
     for dtype in (BF16, F16):
         for options in (NONE, Options("tis", 0.2, 1.1), Options("mis", 0.5, 5.0)):
             vocab, k = _randint(g, 8, 16), _randint(g, 2, 4)
-            rows = _rows(g, 5, partial(thin_tail_row, g, vocab, k, dtype), dtype, options)
-            rows, active = _shuffled(g, rows, _activity(g, 5))
-            calls.append(loss_call(assemble(rows, active, dtype), "1-3% of p in the tail", options))
+            batch = _batch_of(g, partial(thin_tail_row, g, vocab, k, dtype), 5, dtype, options)
+            calls.append(loss_call(batch, "1-3% of p in the tail", options))
     return calls
 
 

@@ -1,6 +1,6 @@
 # defect: The loss is +sum(m w A logp) / N instead of its negative.
-# must_fail: oracle_loss, oracle_grad, exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_gradients, bandit_trajectory
-# may_fail:
+# must_fail: oracle_loss, oracle_grad
+# may_fail: exact_endpoints, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_gradients, bandit_trajectory, bandit_rejections, empty_mask, loss_contract, no_mutation, value_errors
 """Known-wrong glm5_offpolicy solution (loss_sign_flipped).
 
 The loss is +sum(m w A logp) / N instead of its negative.

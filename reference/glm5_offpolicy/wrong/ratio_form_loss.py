@@ -1,6 +1,6 @@
 # defect: The loss is -mean(m * r * sg(w / r) * A), PPO's ratio form: the right gradient, but not the value of -mean(m * w * A * logp).
 # must_fail: oracle_loss
-# may_fail:
+# may_fail: asymmetric_widths, default_widths, denominator_counts_rejected, empty_mask, empty_row_nan_advantage, exact_endpoints, extreme_ratios, loss_contract, mixed_mask_dtype, no_mutation, non_contiguous, padding_nan_inf, token_mean, valid_edge_widths, value_errors
 """Known-wrong glm5_offpolicy solution (ratio_form_loss).
 
 PPO code writes the surrogate with the ratio, whose gradient matches the contract's loss but whose value does not.

@@ -1,6 +1,6 @@
 # defect: The ratio is computed as exp(rollout_logp - logp), the rollout-to-current ratio.
-# must_fail: oracle_weights, oracle_loss, oracle_grad, exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections
-# may_fail:
+# must_fail: oracle_weights, oracle_loss, oracle_grad
+# may_fail: exact_endpoints, endpoint_sweep, asymmetric_widths, default_widths, padding_nan_inf, empty_row_nan_advantage, extreme_ratios, gradient_detached, denominator_counts_rejected, token_mean, mixed_mask_dtype, non_contiguous, valid_edge_widths, sweep_weights, sweep_gradients, bandit_trajectory, bandit_rejections, empty_mask, loss_contract, no_mutation, value_errors, weights_detached
 """Known-wrong glm5_offpolicy solution (ratio_inverted).
 
 The ratio is computed as exp(rollout_logp - logp), the rollout-to-current ratio.

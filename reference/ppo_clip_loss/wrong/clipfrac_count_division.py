@@ -1,5 +1,5 @@
 # defect: clipfrac divides the integer count of clipped tokens by the integer count of valid tokens, which torch computes in float32, so a float64 clipfrac is only float32-accurate.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, one_sided_clip, asymmetric_eps, default_arguments, exact_clip_bounds, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, clipfrac_token_share, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, epochs_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, one_sided_clip, asymmetric_eps, default_arguments, exact_clip_bounds, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, clipfrac_token_share, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, epochs_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (clipfrac_count_division).
 

@@ -1,5 +1,5 @@
 # defect: clipfrac also counts tokens whose loss the dual clip capped.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, default_arguments, dual_clip_cap, clipfrac_ignores_dual_clip, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, sweep_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, default_arguments, dual_clip_cap, clipfrac_ignores_dual_clip, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, sweep_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (clipfrac_includes_dual_clip).
 

@@ -1,5 +1,5 @@
 # defect: clipfrac is the mean over responses of each response's clipped share, not a share of the batch's tokens.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, default_arguments, clipfrac_ignores_dual_clip, clipfrac_token_share, seq_mean_empty_responses, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, epochs_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, default_arguments, clipfrac_ignores_dual_clip, clipfrac_token_share, seq_mean_empty_responses, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, epochs_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (clipfrac_per_response).
 

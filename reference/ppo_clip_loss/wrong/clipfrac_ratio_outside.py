@@ -1,5 +1,5 @@
 # defect: clipfrac counts every valid token whose ratio lies outside [1 - eps_low, 1 + eps_high], whatever the sign of its advantage.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, one_sided_clip, asymmetric_eps, default_arguments, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, sweep_clipfrac, epochs_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, one_sided_clip, asymmetric_eps, default_arguments, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, sweep_clipfrac, epochs_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (clipfrac_ratio_outside).
 

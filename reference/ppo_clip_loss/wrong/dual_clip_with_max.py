@@ -1,5 +1,5 @@
 # defect: The dual clip uses max(l, -c * A) for A < 0, raising every negative-advantage token's loss to at least c * |A|.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, oracle_grad, default_arguments, dual_clip_cap, clipfrac_ignores_dual_clip, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, sweep_objective, sweep_gradient
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, oracle_grad, default_arguments, dual_clip_cap, clipfrac_ignores_dual_clip, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, sweep_objective, sweep_gradient
 # may_fail:
 """Known-wrong ppo_clip_loss solution (dual_clip_with_max).
 

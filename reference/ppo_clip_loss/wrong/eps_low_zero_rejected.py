@@ -1,5 +1,5 @@
 # defect: eps_low = 0 raises ValueError (the test is 0 < eps_low), although a zero lower width is valid.
-# must_fail: oracle_token_mean, oracle_seq_mean, oracle_grad, value_errors
+# must_fail: value_errors
 # may_fail:
 """Known-wrong ppo_clip_loss solution (eps_low_zero_rejected).
 

@@ -1,5 +1,5 @@
 # defect: The per-token loss takes the min of the two negated terms instead of the max, so the clip acts on the wrong side.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, oracle_grad, one_sided_clip, asymmetric_eps, default_arguments, exact_clip_bounds, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, clipfrac_token_share, token_mean_reduction, seq_mean_reduction, seq_mean_empty_responses, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, sweep_objective, sweep_gradient, length_bias, epochs_ratios, epochs_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, oracle_grad, one_sided_clip, asymmetric_eps, default_arguments, exact_clip_bounds, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, clipfrac_token_share, token_mean_reduction, seq_mean_reduction, seq_mean_empty_responses, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, sweep_objective, sweep_gradient, length_bias, epochs_ratios, epochs_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (min_for_max).
 

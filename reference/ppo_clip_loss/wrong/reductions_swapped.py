@@ -1,5 +1,5 @@
 # defect: The two reductions are swapped: token_mean averages per-response means and seq_mean divides by the token count.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, oracle_grad, default_arguments, clipfrac_ignores_dual_clip, clipfrac_token_share, token_mean_reduction, seq_mean_reduction, seq_mean_empty_responses, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, length_bias, epochs_ratios, epochs_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_seq_mean, oracle_grad, default_arguments, clipfrac_ignores_dual_clip, clipfrac_token_share, token_mean_reduction, seq_mean_reduction, seq_mean_empty_responses, padding_nan_inf, stop_gradient, mask_dtypes, non_contiguous, value_errors, length_bias, epochs_ratios, epochs_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (reductions_swapped).
 

@@ -1,5 +1,5 @@
 # defect: seq_mean divides each response's sum by the padded length L instead of its own number of valid tokens.
-# must_fail: detached, empty_mask, no_mutation, oracle_seq_mean, oracle_grad, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_token_share, seq_mean_reduction, seq_mean_empty_responses, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, length_bias
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_seq_mean, oracle_grad, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_token_share, seq_mean_reduction, seq_mean_empty_responses, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, length_bias
 # may_fail:
 """Known-wrong ppo_clip_loss solution (seq_mean_over_padded_length).
 

@@ -1,5 +1,5 @@
 # defect: seq_mean divides the sum of per-response means by the number of responses with at least one valid token.
-# must_fail: detached, empty_mask, no_mutation, oracle_seq_mean, oracle_grad, seq_mean_empty_responses, stop_gradient, mask_dtypes, non_contiguous, value_errors
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_seq_mean, oracle_grad, seq_mean_empty_responses, stop_gradient, mask_dtypes, non_contiguous, value_errors
 # may_fail:
 """Known-wrong ppo_clip_loss solution (seq_mean_skips_empty).
 

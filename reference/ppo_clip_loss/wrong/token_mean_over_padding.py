@@ -1,5 +1,5 @@
 # defect: token_mean divides by B * L, padding included, instead of the number of valid tokens.
-# must_fail: detached, empty_mask, no_mutation, oracle_token_mean, oracle_grad, one_sided_clip, asymmetric_eps, default_arguments, exact_clip_bounds, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, clipfrac_token_share, token_mean_reduction, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, length_bias, epochs_ratios, epochs_clipfrac
+# must_fail: contract, detached, empty_mask, no_mutation, oracle_token_mean, oracle_grad, one_sided_clip, asymmetric_eps, default_arguments, exact_clip_bounds, dual_clip_cap, dual_clip_positive_untouched, clipfrac_sign, clipfrac_ignores_dual_clip, clipfrac_token_share, token_mean_reduction, padding_nan_inf, stop_gradient, advantages_per_response, mask_dtypes, non_contiguous, value_errors, length_bias, epochs_ratios, epochs_clipfrac
 # may_fail:
 """Known-wrong ppo_clip_loss solution (token_mean_over_padding).
 

@@ -73,17 +73,18 @@ def routed_gates(
     if expert_bias is not None:
         ranking = ranking + expert_bias.detach().to(compute)  # the bias moves the selection only
     current = torch.topk(ranking, top_k, dim=-1).indices  # [T, k], best first
-    selected = replay_idx.long() if replay_idx is not None else current
+    selected = current if replay_idx is None else replay_idx.long()
     routing_map = torch.zeros(router_logits.shape, dtype=torch.bool, device=router_logits.device)
     routing_map = routing_map.scatter(1, selected, True)  # [T, E]
+    current_map = torch.zeros_like(routing_map).scatter(1, current, True)  # where the gates are computed
     if score_function == "softmax":
         # -inf off the route: softmax renormalizes over the selected experts and gives exact zeros elsewhere
-        weights = torch.softmax(logits.gather(1, current), dim=-1)  # [T, k]
+        gates = torch.softmax(torch.where(current_map, logits, -math.inf), dim=-1)  # [T, E]
     else:
-        weights = scores.gather(1, current)  # [T, k]
+        gates = torch.where(current_map, scores, torch.zeros((), dtype=compute))  # [T, E]
         if top_k > 1:
-            weights = weights / (weights.sum(dim=-1, keepdim=True) + SIGMOID_EPS)
-    gates = torch.zeros_like(logits).scatter(1, selected, weights)  # [T, E]
+            gates = gates / (gates.sum(dim=-1, keepdim=True) + SIGMOID_EPS)
+    gates = torch.zeros_like(gates).scatter(1, selected, gates.gather(1, current))  # moved to the replay
     if scaling_factor is not None:
         gates = gates * scaling_factor
     return gates.to(router_logits.dtype), routing_map

@@ -68,13 +68,11 @@ def routed_gates(
     compute = torch.promote_types(router_logits.dtype, torch.float32)  # bf16 and fp16 are upcast
     logits = router_logits.to(compute)  # [T, E]; keeps the graph
     scores = torch.sigmoid(logits) if score_function == "sigmoid" else logits  # [T, E]
-    if replay_idx is not None:
-        selected = replay_idx.long()  # [T, k]; the rollout's experts, the bias plays no part
-    else:
-        ranking = scores.detach()
-        if expert_bias is not None:
-            ranking = ranking + expert_bias.detach().to(compute)  # the bias moves the selection only
-        selected = torch.topk(ranking, top_k, dim=-1).indices  # [T, k]
+    ranking = scores.detach()
+    if expert_bias is not None:
+        ranking = ranking + expert_bias.detach().to(compute)  # the bias moves the selection only
+    # [T, k]: a replay is the route itself (the rollout's experts), so the ranking is not used then
+    selected = torch.topk(ranking, top_k, dim=-1).indices if replay_idx is None else replay_idx.long()
     routing_map = torch.zeros(router_logits.shape, dtype=torch.bool, device=router_logits.device)
     routing_map = routing_map.scatter(1, selected, True)  # [T, E]
     if score_function == "softmax":

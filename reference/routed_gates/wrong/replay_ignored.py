@@ -72,7 +72,7 @@ def routed_gates(
     ranking = scores.detach()
     if expert_bias is not None:
         ranking = ranking + expert_bias.detach().to(compute)  # the bias moves the selection only
-    selected = torch.topk(ranking, top_k, dim=-1).indices  # [T, k]; replay_idx is validated, then unused
+    selected = torch.topk(ranking, top_k, dim=-1).indices  # [T, k]; replay_idx is only validated
     routing_map = torch.zeros(router_logits.shape, dtype=torch.bool, device=router_logits.device)
     routing_map = routing_map.scatter(1, selected, True)  # [T, E]
     if score_function == "softmax":
