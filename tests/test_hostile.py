@@ -435,6 +435,9 @@ class _FakeExpectations:
     def series(self) -> dict[str, Any]:
         return {}
 
+    def persist(self) -> None:
+        pass
+
 
 def _passing(problem: Problem, file: Path, seed: int) -> Report:
     report = judge_error_report(problem, file, seed, RuntimeError("unused"), "")
