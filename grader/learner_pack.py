@@ -47,7 +47,7 @@ PROBLEM_FILES = ("statement.md", "starter.py", "experiment.py", "problem.toml")
 # The modules the pack's check imports; the files they import follow (`grader_files`).
 ENTRY_MODULES = ("grader.learner_pack",)
 # Files the sandbox runs by path rather than imports: the worker's package and the box's init script.
-RUN_BY_PATH = ("worker", "sandbox_init.py")
+RUN_BY_PATH = ("worker", "sandbox_init.py", "seccomp.py")  # the init imports its filter as a sibling
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the same sources give the same zip, byte for byte
 HIDDEN_NOTE = "graded only by the official grader, on cases from hidden seeds"
 

@@ -451,10 +451,13 @@ def same_as(function: str, sent: Mapping[str, Any], got: dict[str, Any], other: 
         # the same exception class, not a subclass: a starter's NotImplementedError must not match a misreading
         # that raises RuntimeError
         return "raised" in got and "raised" in other and got["raised"]["type"] == other["raised"]["type"]
-    if ("backward_error" in got or "backward_error" in other) and {"backward", "grads", "connected"} & set(aspects):
-        return ("backward_error" in got and "backward_error" in other
-                and got["backward_error"]["type"] == other["backward_error"]["type"])
     compared = [a for a in aspects if a not in ("inputs_unchanged", "raises")]
+    if ("backward_error" in got or "backward_error" in other) and {"backward", "grads", "connected"} & set(aspects):
+        if not ("backward_error" in got and "backward_error" in other
+                and got["backward_error"]["type"] == other["backward_error"]["type"]):
+            return False
+        # both failed backward alike: what they returned must still agree
+        compared = [a for a in compared if a not in ("backward", "grads", "connected")] or ["type", "values"]
     if compared and judge_case(function, sent, got, other, compared, tolerances,
                                evidence=False).verdict != Verdict.PASS:
         return False
