@@ -485,6 +485,12 @@ def _values(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.unique(torch.cat([torch.empty(0, dtype=torch.float64), *found]).view(torch.int64))
 
 
+def _short_decimal(value: float) -> bool:
+    """Whether `value` is a decimal of at most two significant digits, in float64 or rounded from float32."""
+    return any(float(f"{value:.2g}") == candidate or float(torch.tensor(float(f"{value:.2g}"),
+               dtype=torch.float32)) == candidate for candidate in (value,))
+
+
 def _decimals(texts: list[tuple[str, str]]) -> torch.Tensor:
     """Every decimal number with enough significant digits in the pack's texts, as float64 bits."""
     found = []
@@ -503,6 +509,8 @@ def _leaks(hidden: list[torch.Tensor], public: list[torch.Tensor], pack: Pack) -
     windows = windows[~torch.isin(windows, _windows(public))]
     values = _values(hidden)
     values = values[~torch.isin(values, _values(public))]
+    # a value like 0.3 or 0.25 is as likely a parameter written in the pack (a width, a bound) as a leak
+    values = values[[not _short_decimal(v) for v in values.view(torch.float64).tolist()]] if values.numel() else values
     swapped = values.view(torch.uint8).view(-1, 8).flip(1).contiguous().view(torch.int64).flatten()
     return {
         "windows": int(torch.isin(windows, in_blob).sum()), "windows_searched": windows.numel(),
