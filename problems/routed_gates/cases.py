@@ -402,9 +402,9 @@ def sigmoid_epsilon(g: torch.Generator) -> list[Call]:
             if replayed:
                 logits = draw_logits(g, tokens, experts, top_k, dtype, "sigmoid")
                 replay = draw_replay(g, tokens, experts, top_k)
-                low = (torch.rand(tokens, top_k, generator=g, dtype=F64) * 8 - 52).to(dtype)  # in [-52, -44]
+                low = (torch.rand(tokens, top_k, generator=g, dtype=F64) * 8 - 51).to(dtype)  # sigmoid straddles 1e-20
                 logits = logits.scatter(1, replay, low)
-                calls.append(gates_call(logits, top_k, replay, "sigmoid", note="replayed logits in [-52, -44]"))
+                calls.append(gates_call(logits, top_k, replay, "sigmoid", note="replayed logits in [-51, -43]"))
             else:
                 # ranked in logit space: these sigmoids are too small for a gap in score space
                 logits = draw_logits(g, tokens, experts, top_k, dtype, scale=2.5, shift=-48.0)
