@@ -12,7 +12,7 @@ from grader.compare import Mismatch
 from grader.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
 from grader.learner_view import learner_diagnosis
 from grader.observation import Outcome
-from grader.report import Diagnosis, load_report
+from grader.report import Diagnosis
 from grader.spec import CheckSpec, SpecError
 from grader.verdicts import Verdict
 

@@ -12,7 +12,6 @@ import torch
 
 from grader.cases import Call
 from grader.experiment import MAX_SERIES_POINTS, run_experiment
-from grader.expectations import reference_series
 from grader.problem import Problem, list_problems
 from grader.verdicts import Verdict
 from grader.worker.protocol import observe_call

@@ -73,7 +73,8 @@ def test_hidden_labels_carry_no_input_value(problem_id: str) -> None:
         for call in expect.cases(check.cases) if check.cases else []:
             if not call.hidden:
                 continue
-            scalars = {float(v) for v in call.kwargs.values() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            scalars = {float(v) for v in call.kwargs.values()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
             values = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in call.kwargs.values()
                                 if isinstance(t, torch.Tensor) and t.is_floating_point()] or [torch.zeros(0)])
             values = values[torch.isfinite(values)]

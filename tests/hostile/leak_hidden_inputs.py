@@ -7,8 +7,6 @@ reach a learner-facing message, Gradescope's results.json or JUnit.
 # expect_score: signatures_only
 
 
-import torch
-
 SEEN: list[str] = []
 
 
