@@ -217,6 +217,7 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
     calls = ctx.cases(check)
     # visible calls go out first: once the worker holds a hidden case, what it says is no longer quotable
     order = sorted(range(len(calls)), key=lambda i: calls[i].hidden)
+    specs = {f.name: f for f in ctx.functions()}
     outcomes: dict[int, CaseOutcome] = {}
     for index, got in zip(order, ctx.observe_all([calls[i] for i in order]), strict=False):
         call = calls[index]
@@ -224,7 +225,7 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
             outcome = Outcome(got.verdict, failure_evidence(got))
             tainted = got.tainted
         else:
-            spec = next((f for f in ctx.functions() if f.name == call.function), None)
+            spec = specs.get(call.function)
             context = None if call.hidden or spec is None else input_context(call.kwargs, spec.mask_param,
                                                                                spec.group_param)
             outcome = judge_case(call.function, call.kwargs, got, ctx.expected(check, index, call), check.compare,

@@ -15,8 +15,7 @@ respect to those arguments was computed next to the call, and `_Replayed` feeds 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +116,7 @@ class Driver:
         rng = generator_for(self.seed, f"experiment:{part.__name__}")
         proxies = {name: self._proxy(name, part.__name__) for name in self.names}
         try:
-            with _grad_enabled():
+            with torch.enable_grad():
                 raw = part(rng, **proxies)
             result.series = _checked_series(raw, part.__name__)
         except CallFailed as failed:
@@ -160,12 +159,6 @@ class Driver:
         grads = observation.get("grads", {})
         ordered = tuple(grads.get(name) for name in wrt)
         return put_back(_Replayed.apply(scalar, ordered, *inputs))
-
-
-@contextmanager
-def _grad_enabled() -> Iterator[None]:
-    with torch.enable_grad():
-        yield
 
 
 def _checked_series(raw: object, part: str) -> dict[str, torch.Tensor]:

@@ -487,8 +487,8 @@ def _values(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 def _short_decimal(value: float) -> bool:
     """Whether `value` is a decimal of at most two significant digits, in float64 or rounded from float32."""
-    return any(float(f"{value:.2g}") == candidate or float(torch.tensor(float(f"{value:.2g}"),
-               dtype=torch.float32)) == candidate for candidate in (value,))
+    short = float(f"{value:.2g}")
+    return value in (short, float(torch.tensor(short, dtype=torch.float32)))
 
 
 def _decimals(texts: list[tuple[str, str]]) -> torch.Tensor:
