@@ -29,8 +29,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .paths import PROJECT_ROOT
-from .problem import Problem
+from grader.model.problem import Problem
+from grader.paths import PROJECT_ROOT
 
 WATCH_START_TIMEOUT_S = 300.0  # the first grade of a watch computes the expectations if the cache is cold
 SAVE_TIMEOUT_S = 120.0

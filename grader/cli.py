@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from .verdicts import ExitCode
+from grader.model.verdicts import ExitCode
 
 STARTED = time.monotonic()  # as near the process's start as this package gets: a command's wall time counts from here
 
@@ -90,8 +90,8 @@ def limit_error(args: argparse.Namespace) -> str | None:
     Every limit has the same bounds whatever the problem, so they are checked before any work starts."""
     from pydantic import ValidationError
 
-    from .launch import LIMIT_FIELDS
-    from .spec import Limits
+    from grader.confine.launch import LIMIT_FIELDS
+    from grader.model.spec import Limits
 
     given = {field: getattr(args, name) for name, field in LIMIT_FIELDS.items() if getattr(args, name) is not None}
     try:
@@ -176,9 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def early_launch(args: argparse.Namespace) -> object | None:
     """Start the worker for `grade` now, so its `import torch` runs while the judge does its own."""
-    from .launch import launch, limits_from
-    from .paths import PROJECT_ROOT
-    from .spec import SpecError, load_spec
+    from grader.confine.launch import launch, limits_from
+    from grader.model.spec import SpecError, load_spec
+    from grader.paths import PROJECT_ROOT
 
     problem_dir = PROJECT_ROOT / "problems" / str(args.problem)
     if not args.file.is_file() or not (problem_dir / "problem.toml").is_file():
@@ -208,8 +208,8 @@ def _run(args: argparse.Namespace) -> int:
         return int(ExitCode.USAGE)
     if args.command == "grade":
         args.launched = early_launch(args)
-    from . import commands  # noqa: PLC0415 - keeps `--help` free of torch's import time
-    from .spec import SpecError
+    from grader import commands  # noqa: PLC0415 - keeps `--help` free of torch's import time
+    from grader.model.spec import SpecError
 
     try:
         return int(commands.dispatch(args))

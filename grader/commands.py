@@ -16,22 +16,22 @@ from pathlib import Path
 
 import torch
 
-from .containment import judge_error_report, tell_instructor
-from .expectations import Expectations
-from .exports import class_junit_xml, gradescope_refusal, write_exports
-from .judge import Graded, grade
-from .launch import Launched, limits_from
-from .pages import write_dashboard, write_report_page
-from .plots import PlotJob, draw, preview_file, series_tolerances
-from .problem import PROJECT_ROOT, Problem
-from .report import Report, reproduce_command, round_score, write_atomic, write_report
-from .shards import Shard, ShardError, merge, parse_shard
-from .spec import Limits
-from .summary import grading_progress, print_class_table, print_report
-from .text import clean_line, csv_cell, submission_folder
-from .validate import run_validation
-from .verdicts import ExitCode, Status, Verdict
-from .zygote import Zygote
+from grader.confine.launch import Launched, limits_from
+from grader.confine.zygote import Zygote
+from grader.course.shards import Shard, ShardError, merge, parse_shard
+from grader.course.validate import run_validation
+from grader.judge.expectations import Expectations
+from grader.judge.grading import Graded, grade
+from grader.model.problem import PROJECT_ROOT, Problem
+from grader.model.spec import Limits
+from grader.model.verdicts import ExitCode, Status, Verdict
+from grader.outputs.containment import judge_error_report, tell_instructor
+from grader.outputs.exports import class_junit_xml, gradescope_refusal, write_exports
+from grader.outputs.pages import write_dashboard, write_report_page
+from grader.outputs.plots import PlotJob, draw, preview_file, series_tolerances
+from grader.outputs.report import Report, reproduce_command, round_score, write_atomic, write_report
+from grader.outputs.terminal import grading_progress, print_class_table, print_report
+from grader.text import clean_line, csv_cell, submission_folder
 
 
 class UsageError(Exception):
@@ -314,7 +314,7 @@ def _each(steps: list[Callable[[], object]]) -> bool:
 
 
 # What a preview's pixels depend on besides the problem's own files: the grader's code that runs the toy and draws.
-PREVIEW_CODE = ("experiment.py", "expectations.py", "plots.py", "figures.py")
+PREVIEW_CODE = ("judge/experiment.py", "judge/expectations.py", "outputs/plots.py", "outputs/figures.py")
 PREVIEW_STAMP = ".drawn"  # in the previews folder: the key of the inputs the previews there were drawn from
 
 
@@ -353,7 +353,7 @@ def cmd_validate(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_gradescope_zip(args: argparse.Namespace) -> ExitCode:
-    from .gradescope_zip import build_zip
+    from grader.course.gradescope_zip import build_zip
 
     problem = Problem(args.problem)
     out = args.out or artifacts_dir() / "gradescope" / f"{problem.id}.zip"
@@ -386,7 +386,7 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
-    from .learner_pack import build_pack
+    from grader.course.learner_pack import build_pack
 
     problem = Problem(args.problem)
     out = args.out or artifacts_dir() / "learner" / f"{problem.id}.zip"
@@ -396,7 +396,7 @@ def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_watch(args: argparse.Namespace) -> ExitCode:
-    from .warm import cmd_watch as watch
+    from grader.watch.warm import cmd_watch as watch
 
     return watch(args)
 

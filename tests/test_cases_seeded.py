@@ -15,12 +15,12 @@ import pytest
 import torch
 from conftest import tier_scores
 
-from grader.cases import Call, generator_for
-from grader.expectations import Expectations
-from grader.learner_pack import public_cases
-from grader.observation import judge_case
-from grader.problem import Problem, list_problems
-from grader.verdicts import Verdict
+from grader.course.learner_pack import public_cases
+from grader.judge.cases import Call, generator_for
+from grader.judge.expectations import Expectations
+from grader.judge.observation import judge_case
+from grader.model.problem import Problem, list_problems
+from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 PROBLEMS = list_problems()

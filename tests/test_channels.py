@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from conftest import PROBLEM, ROOT
 
-from grader import seccomp
-from grader.sandbox import MAX_SLOTS, SLOT_UID_BASE, Box, Level, Slot, remove_files_of
-from grader.sandbox_init import ENVIRONMENT
-from grader.session import Worker
-from grader.spec import Limits
+from grader.confine import seccomp
+from grader.confine.sandbox import MAX_SLOTS, SLOT_UID_BASE, Box, Level, Slot, remove_files_of
+from grader.confine.sandbox_init import ENVIRONMENT
+from grader.confine.session import Worker
+from grader.model.spec import Limits
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""grader.compare: tolerance and bitwise tensor comparison, NaN and inf rules, and evidence a learner can act on."""
+"""grader.judge.compare: tolerance and bitwise comparison, NaN and inf rules, evidence a learner can act on."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from grader.compare import MAX_ELEMENTS, compare_tensors
-from grader.spec import Tolerance
+from grader.judge.compare import MAX_ELEMENTS, compare_tensors
+from grader.model.spec import Tolerance
 
 TOL = Tolerance(rtol=1e-4, atol=1e-6)
 NAN, INF = math.nan, math.inf

@@ -17,15 +17,15 @@ import torch
 from conftest import checks_of
 from test_cases_seeded import zeros_source
 
-from grader.cases import Call
-from grader.checks import CaseOutcome, Tally
-from grader.compare import compare_tensors
-from grader.expectations import Expectations
-from grader.experiment import run_experiment
-from grader.observation import Outcome, judge_case, sanitize
-from grader.problem import Problem, list_problems
-from grader.spec import CheckSpec, Tolerance
-from grader.verdicts import Verdict
+from grader.judge.cases import Call
+from grader.judge.checks import CaseOutcome, Tally
+from grader.judge.compare import compare_tensors
+from grader.judge.expectations import Expectations
+from grader.judge.experiment import run_experiment
+from grader.judge.observation import Outcome, judge_case, sanitize
+from grader.model.problem import Problem, list_problems
+from grader.model.spec import CheckSpec, Tolerance
+from grader.model.verdicts import Verdict
 from grader.worker.protocol import describe, observe_call
 
 PROBLEMS = list_problems()

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from grader.checks import CaseOutcome, Tally
-from grader.compare import Mismatch
-from grader.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
-from grader.learner_view import learner_diagnosis
-from grader.observation import Outcome
-from grader.report import Diagnosis
-from grader.spec import CheckSpec, SpecError
-from grader.verdicts import Verdict
+from grader.judge.checks import CaseOutcome, Tally
+from grader.judge.compare import Mismatch
+from grader.judge.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
+from grader.judge.observation import Outcome
+from grader.model.spec import CheckSpec, SpecError
+from grader.model.verdicts import Verdict
+from grader.outputs.learner_view import learner_diagnosis
+from grader.outputs.report import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
 BESSEL = Misconception(id="bessel", solution="b.py", owners=["ddof"], explanation="Divide by G, not G - 1, here.")
@@ -82,7 +82,7 @@ def test_declarations_are_checked(tmp_path: Path) -> None:
 
 
 def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
-    from grader.report import CheckResult, Report, TierResult, Versions
+    from grader.outputs.report import CheckResult, Report, TierResult, Versions
 
     def check(check_id: str, visibility: str) -> CheckResult:
         return CheckResult(id=check_id, title="t", verdict=Verdict.FAIL, score=0, max_score=1, message="m",

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.expectations import Expectations, single_threaded
-from grader.problem import Problem
+from grader.judge.expectations import Expectations, single_threaded
+from grader.model.problem import Problem
 
 PROBLEM = "grpo_advantages"
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from grader.cases import Call
-from grader.experiment import MAX_SERIES_POINTS, run_experiment
-from grader.problem import Problem, list_problems
-from grader.verdicts import Verdict
+from grader.judge.cases import Call
+from grader.judge.experiment import MAX_SERIES_POINTS, run_experiment
+from grader.model.problem import Problem, list_problems
+from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 

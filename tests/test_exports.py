@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import checks
-from grader.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
-from grader.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
-from grader.learner_view import learner_view
-from grader.observation import Outcome, judge_case
-from grader.problem import Problem
-from grader.report import Report, load_report, round_score
-from grader.spec import CheckSpec, Tolerance
-from grader.verdicts import Status, Verdict
+from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
+from grader.judge.grading import checks
+from grader.judge.observation import Outcome, judge_case
+from grader.model.problem import Problem
+from grader.model.spec import CheckSpec, Tolerance
+from grader.model.verdicts import Status, Verdict
+from grader.outputs.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
+from grader.outputs.learner_view import learner_view
+from grader.outputs.report import Report, load_report, round_score
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"

@@ -6,11 +6,11 @@ import pytest
 import torch
 from conftest import SAMPLES, Batch, checks_of, tier_scores
 
-from grader.cases import generator_for
-from grader.expectations import reference_series
-from grader.observation import judge_case, sanitize
-from grader.problem import Problem, load_module
-from grader.verdicts import Status, Verdict
+from grader.judge.cases import generator_for
+from grader.judge.expectations import reference_series
+from grader.judge.observation import judge_case, sanitize
+from grader.model.problem import Problem, load_module
+from grader.model.verdicts import Status, Verdict
 from grader.worker.protocol import observe_call
 
 CORRECT = ["alice_loops", "bob_vectorized"]

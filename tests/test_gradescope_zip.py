@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.gradescope_zip import build_zip
-from grader.problem import Problem
-from grader.spec import SpecError
+from grader.course.gradescope_zip import build_zip
+from grader.model.problem import Problem
+from grader.model.spec import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"
@@ -50,7 +50,7 @@ def test_zip_holds_the_scripts_at_its_root_and_the_harness(zip_path: Path) -> No
     assert "torch==$TORCH_VERSION" in scripts["setup.sh"] and 'TORCH_VERSION="2.13.0"' in scripts["setup.sh"]
     assert "https://download.pytorch.org/whl/cpu" in scripts["setup.sh"]
     assert 'PYTHON_VERSION="3.11"' in scripts["setup.sh"]
-    for needed in ("pyproject.toml", "grader/__main__.py", "grader/worker/__main__.py", "grader/exports.py",
+    for needed in ("pyproject.toml", "grader/__main__.py", "grader/worker/__main__.py", "grader/outputs/exports.py",
                    f"problems/{PROBLEM}/problem.toml", f"problems/{PROBLEM}/cases.py",
                    f"reference/{PROBLEM}/reference.py", f"reference/{PROBLEM}/grading.toml"):
         assert needed in infos, needed

@@ -12,13 +12,13 @@ import pytest
 import torch
 from conftest import ROOT, checks_of, tier_scores
 
-from grader.cases import generator_for
-from grader.compare import compare_tensors
-from grader.expectations import reference_series, run_series
-from grader.observation import judge_case, sanitize
-from grader.problem import Problem
-from grader.spec import Tolerance
-from grader.verdicts import Status, Verdict
+from grader.judge.cases import generator_for
+from grader.judge.compare import compare_tensors
+from grader.judge.expectations import reference_series, run_series
+from grader.judge.observation import judge_case, sanitize
+from grader.model.problem import Problem
+from grader.model.spec import Tolerance
+from grader.model.verdicts import Status, Verdict
 from grader.worker.protocol import observe_call
 
 PROBLEM = "grpo_advantages"

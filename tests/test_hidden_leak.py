@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.expectations import Expectations
-from grader.problem import Problem, list_problems
-from grader.verdicts import ExitCode
+from grader.judge.expectations import Expectations
+from grader.model.problem import Problem, list_problems
+from grader.model.verdicts import ExitCode
 
 HOSTILE = Path(__file__).resolve().parent / "hostile" / "leak_hidden_inputs.py"
 PROBLEM = "glm5_offpolicy"
@@ -53,7 +53,7 @@ def test_hidden_inputs_never_reach_learner_outputs(run_cli, tmp_path: Path) -> N
 
 
 def test_visible_checks_run_before_any_hidden_case() -> None:
-    from grader.judge import visible_first
+    from grader.judge.grading import visible_first
 
     problem = Problem(PROBLEM)
     expect = Expectations(problem, problem.grading_seeds[0])

@@ -23,16 +23,17 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT, checks_of
 
-from grader import commands, plots
-from grader.containment import LEARNER_SENTENCE, judge_error_report
-from grader.judge import Graded
-from grader.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
-from grader.problem import Problem
-from grader.report import Report, load_report
-from grader.sandbox import BOX_TMPFS_MB, MAX_SLOTS, SLOT_UID_BASE
-from grader.spec import Tolerance
+from grader import commands
+from grader.confine.sandbox import BOX_TMPFS_MB, MAX_SLOTS, SLOT_UID_BASE
+from grader.judge.grading import Graded
+from grader.model.problem import Problem
+from grader.model.spec import Tolerance
+from grader.model.verdicts import ExitCode, Status, Verdict
+from grader.outputs import plots
+from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
+from grader.outputs.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
+from grader.outputs.report import Report, load_report
 from grader.text import MESSAGE_CHARS, clean_line, csv_cell, submission_folder
-from grader.verdicts import ExitCode, Status, Verdict
 
 pytestmark = pytest.mark.slow
 

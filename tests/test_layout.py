@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import PROBLEM, ROOT
 
-from grader.problem import Problem, list_problems
+from grader.model.problem import Problem, list_problems
 
 GRADER_MODULES = sorted(p for p in (ROOT / "grader").rglob("*.py") if "__pycache__" not in p.parts)
 PROBLEM_FILES = ["problem.toml", "cases.py", "starter.py", "statement.md"]

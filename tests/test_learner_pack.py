@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import torch
 
-from grader.cases import generator_for
-from grader.expectations import Expectations
-from grader.learner_pack import DATA_FILE, build_pack, check_main, public_spec
-from grader.problem import Problem, list_problems
-from grader.verdicts import ExitCode, Status, Verdict
+from grader.course.learner_pack import DATA_FILE, build_pack, check_main, public_spec
+from grader.judge.cases import generator_for
+from grader.judge.expectations import Expectations
+from grader.model.problem import Problem, list_problems
+from grader.model.verdicts import ExitCode, Status, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = list_problems()
@@ -97,7 +97,8 @@ def test_pack_holds_what_a_learner_needs_and_no_hidden_file(packs: dict[str, Pac
         infos = {info.filename.removeprefix(f"{problem_id}/"): info for info in archive.infolist()}
     assert all(info.filename.startswith(f"{problem_id}/") for info in infos.values()), "one folder, named by the id"
     for needed in ("check", "README.md", "statement.md", "starter.py", "experiment.py", "problem.toml", DATA_FILE,
-                   "grader/judge.py", "grader/session.py", "grader/sandbox.py", "grader/sandbox_init.py",
+                   "grader/judge/grading.py", "grader/confine/session.py", "grader/confine/sandbox.py",
+                   "grader/confine/sandbox_init.py", "grader/confine/seccomp.py",
                    "grader/worker/__main__.py", "grader/worker/protocol.py"):
         assert needed in infos, needed
     assert (infos["check"].external_attr >> 16) & 0o111, "check must be executable"
@@ -108,8 +109,8 @@ def test_pack_holds_what_a_learner_needs_and_no_hidden_file(packs: dict[str, Pac
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_pack_code_needs_only_torch_pydantic_and_rich(packs: dict[str, Pack], problem_id: str) -> None:
     texts = list(packs[problem_id].texts())
-    # a script run by path (the box's init) imports its siblings in the pack's grader folder by their own names
-    siblings = {Path(name).stem for name, _ in texts if name.count("/") == 2 and "/grader/" in name}
+    # a script run by path (the box's init) imports its siblings in its own folder by their own names
+    siblings = {Path(name).stem for name, _ in texts if name.endswith(".py") and "/grader/confine/" in name}
     allowed = set(sys.stdlib_module_names) | RUNTIME_PACKAGES | {"grader"} | siblings
     for name, text in texts:
         if not name.endswith(".py") and not name.endswith("/check"):

@@ -15,12 +15,12 @@ import pytest
 import torch
 from conftest import ROOT
 
-from grader.cases import Call
-from grader.expectations import Expectations, single_threaded
-from grader.observation import judge_case
-from grader.problem import Problem, list_problems, load_module, parse_known_wrong
-from grader.spec import CheckSpec
-from grader.verdicts import Verdict
+from grader.judge.cases import Call
+from grader.judge.expectations import Expectations, single_threaded
+from grader.judge.observation import judge_case
+from grader.model.problem import Problem, list_problems, load_module, parse_known_wrong
+from grader.model.spec import CheckSpec
+from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 FIELDS = {"id", "solution", "owners", "explanation"}

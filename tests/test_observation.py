@@ -1,4 +1,4 @@
-"""grader.observation: forged or malformed answers are refused, and each aspect is judged with useful evidence."""
+"""grader.judge.observation: forged or malformed answers are refused, and each aspect is judged with useful evidence."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from grader.compare import MAX_ELEMENTS
-from grader.observation import (
+from grader.judge.compare import MAX_ELEMENTS
+from grader.judge.observation import (
     ALLOWED_DTYPES,
     MAX_DEPTH,
     MAX_ITEMS,
@@ -19,8 +19,8 @@ from grader.observation import (
     judge_case,
     sanitize,
 )
-from grader.spec import Tolerance
-from grader.verdicts import Verdict
+from grader.model.spec import Tolerance
+from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 TOLERANCES = {"float32": Tolerance(rtol=1e-4, atol=1e-6), "float64": Tolerance(rtol=1e-9, atol=1e-12)}

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from conftest import PROBLEM, Batch
 
-from grader.pages import Figure, render_dashboard, render_report_page, write_dashboard
-from grader.pages.dashboard import Row, report_link
-from grader.pages.markup import CSS
-from grader.pages.previews import reference_previews
-from grader.pages.report_page import collect_figures
-from grader.plots import preview_file
-from grader.problem import Problem
-from grader.report import Report
+from grader.model.problem import Problem
+from grader.model.verdicts import Status
+from grader.outputs.pages import Figure, render_dashboard, render_report_page, write_dashboard
+from grader.outputs.pages.dashboard import Row, report_link
+from grader.outputs.pages.markup import CSS
+from grader.outputs.pages.previews import reference_previews
+from grader.outputs.pages.report_page import collect_figures
+from grader.outputs.plots import preview_file
+from grader.outputs.report import Report
 from grader.text import submission_folder
-from grader.verdicts import Status
 
 PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold] &amp; </pre>'
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5Erk"

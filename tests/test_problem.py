@@ -1,4 +1,4 @@
-"""grader.problem and the problem folders: reference against oracle, hidden seeds, headers, and the trust boundary."""
+"""grader.model.problem and the problem folders: reference against oracle, hidden seeds, headers, trust boundary."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT
 
-from grader.cases import generator_for
-from grader.compare import compare_tensors
-from grader.observation import tolerance_for
-from grader.problem import Problem, list_problems, parse_known_wrong
-from grader.spec import SpecError
+from grader.judge.cases import generator_for
+from grader.judge.compare import compare_tensors
+from grader.judge.observation import tolerance_for
+from grader.model.problem import Problem, list_problems, parse_known_wrong
+from grader.model.spec import SpecError
 from grader.worker.protocol import observe_call
 
 GRADER = ROOT / "grader"
@@ -202,5 +202,6 @@ def test_worker_imports_only_torch_the_standard_library_and_itself() -> None:
 
 def test_import_scan_sees_a_forbidden_import(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
-    path.write_text("from .. import judge\nfrom grader.checks import REGISTRY\nimport numpy\nfrom . import protocol\n")
-    assert _imports(path) == [(2, "judge"), (0, "grader.checks"), (0, "numpy"), (1, "protocol")]
+    path.write_text("from .. import judge\nfrom grader.judge.checks import REGISTRY\nimport numpy\n"
+                    "from . import protocol\n")
+    assert _imports(path) == [(2, "judge"), (0, "grader.judge.checks"), (0, "numpy"), (1, "protocol")]

@@ -15,13 +15,13 @@ import pytest
 import torch
 from conftest import ROOT, checks_of, tier_scores
 
-from grader.cases import Call, generator_for
-from grader.compare import compare_tensors
-from grader.experiment import run_experiment
-from grader.observation import judge_case, sanitize
-from grader.problem import Problem, load_module
-from grader.spec import CheckSpec, Tolerance
-from grader.verdicts import Status, Verdict
+from grader.judge.cases import Call, generator_for
+from grader.judge.compare import compare_tensors
+from grader.judge.experiment import run_experiment
+from grader.judge.observation import judge_case, sanitize
+from grader.model.problem import Problem, load_module
+from grader.model.spec import CheckSpec, Tolerance
+from grader.model.verdicts import Status, Verdict
 from grader.worker.protocol import observe_call
 
 PROBLEM = "routed_gates"

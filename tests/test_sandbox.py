@@ -28,14 +28,14 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT
 
-from grader import cgroups, sandbox, seccomp
+from grader.confine import cgroups, sandbox, seccomp
+from grader.confine.sandbox import GRADER_PACKAGE, INIT_SCRIPT, Box, Level, Slot, masks, secrets
+from grader.confine.session import CappedStream, Worker, WorkerTimeout, _check_archive, _check_tensors
+from grader.confine.zygote import Zygote
+from grader.model.spec import Limits
 from grader.paths import PROJECT_ROOT
-from grader.sandbox import GRADER_PACKAGE, INIT_SCRIPT, Box, Level, Slot, masks, secrets
-from grader.session import CappedStream, Worker, WorkerTimeout, _check_archive, _check_tensors
-from grader.spec import Limits
 from grader.worker import protocol
 from grader.worker.framing import ProtocolError
-from grader.zygote import Zygote
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 LEVELS: list[Level] = ["namespaces+uid", "user-namespace", "limits-only"]
@@ -256,7 +256,7 @@ def _grade_as_nobody(home: Path) -> dict[str, Any]:
            "PAPERLEET_ARTIFACTS": str(home / "artifacts"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     python = [sys.executable, "-m", "grader"]
     stage = home / "stage"
-    probe = subprocess.run(_as_nobody([sys.executable, "-c", "from grader.sandbox import best_level; "
+    probe = subprocess.run(_as_nobody([sys.executable, "-c", "from grader.confine.sandbox import best_level; "
                                        "print(best_level())"], env, stage), cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     if probe.returncode != 0:

@@ -16,8 +16,8 @@ import pytest
 from conftest import PROBLEM, ROOT, SAMPLES
 
 from grader.cli import main
-from grader.shards import USAGE, Shard, ShardError, collect, parse_shard
-from grader.verdicts import ExitCode
+from grader.course.shards import USAGE, Shard, ShardError, collect, parse_shard
+from grader.model.verdicts import ExitCode
 
 FAST = ["correct_compact", "trivial_zeros", "trivial_echo", "broken_missing_function"]
 SHARDS = 3

@@ -1,4 +1,4 @@
-"""grader.spec: problem.toml loads into strict models, and every malformed spec fails with a message that says where."""
+"""grader.model.spec: problem.toml loads into strict models; every malformed spec fails saying where."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from conftest import PROBLEM, ROOT
 from pydantic import ValidationError
 
-from grader.spec import ProblemSpec, SpecError, load_spec
+from grader.model.spec import ProblemSpec, SpecError, load_spec
 
 SPEC_PATH = ROOT / "problems" / PROBLEM / "problem.toml"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.problem import list_problems
-from grader.verdicts import ExitCode
+from grader.model.problem import list_problems
+from grader.model.verdicts import ExitCode
 
 
 @pytest.mark.parametrize("problem", list_problems())

@@ -19,9 +19,9 @@ from conftest import ROOT, checks_of
 from test_learner_pack import learner_python  # noqa: F401 - a fixture: a Python that cannot import the repo's grader
 
 from grader.bench import save  # as editors save: a temporary file renamed over the old one
-from grader.learner_pack import build_pack
-from grader.problem import Problem
-from grader.watch import Fingerprint, SaveWatcher, fingerprint
+from grader.course.learner_pack import build_pack
+from grader.model.problem import Problem
+from grader.watch.loop import Fingerprint, SaveWatcher, fingerprint
 
 PROBLEM = "grpo_advantages"
 REFERENCE = ROOT / "reference" / PROBLEM / "reference.py"
@@ -261,8 +261,8 @@ def test_check_watch_in_the_pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_warm_judge_discards_keeps_and_redraws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A grade not published writes nothing; the next one is drawn in full; one whose toy gave the same series
     keeps the plots on disk; a change of series draws them again."""
-    from grader.warm import WarmJudge
-    from grader.watch import Snapshot
+    from grader.watch.loop import Snapshot
+    from grader.watch.warm import WarmJudge
 
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PAPERLEET_ARTIFACTS", str(tmp_path / "artifacts"))

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import Box, Slot, best_level
-from grader.sandbox_init import ENVIRONMENT
-from grader.session import Worker
-from grader.spec import Limits
-from grader.zygote import Zygote
+from grader.confine.sandbox import Box, Slot, best_level
+from grader.confine.sandbox_init import ENVIRONMENT
+from grader.confine.session import Worker
+from grader.confine.zygote import Zygote
+from grader.model.spec import Limits
 
 PROBE = '''
 import os, sys

@@ -70,5 +70,5 @@ pip install --quiet -r "$SOURCE/requirements.txt"
 
 # fail here, at build time, rather than on the first submission
 cd "$SOURCE"
-PAPERLEET_ROOT="$SOURCE" "$VENV/bin/python" -c "from grader.problem import Problem; Problem('@PROBLEM@').reference"
+PAPERLEET_ROOT="$SOURCE" "$VENV/bin/python" -c "from grader.model.problem import Problem; Problem('@PROBLEM@').reference"
 echo "setup.sh: PaperLeet autograder for @PROBLEM@ installed in $VENV"

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grader.cases import Call
+from grader.judge.cases import Call
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
 DTYPES = (F32, F64)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grader.cases import Call
+from grader.judge.cases import Call
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)

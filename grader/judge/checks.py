@@ -1,0 +1,284 @@
+"""The check registry: each kind of check is a small function from (context, spec) to a result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from grader.judge.cases import Call
+from grader.judge.compare import Mismatch, compare_tensors
+from grader.judge.diagnosis import Misconception, follow_through
+from grader.judge.experiment import CallFailed, PartResult
+from grader.judge.observation import Outcome, input_context, judge_case, same_as
+from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
+from grader.model.verdicts import Verdict
+from grader.outputs.report import CheckResult, round_score
+
+
+class LearnerFailure(Exception):
+    """The learner's side could not produce an observation: it raised, hung, crashed or sent garbage."""
+
+    def __init__(self, verdict: Verdict, message: str) -> None:
+        super().__init__(message)
+        self.verdict, self.message = verdict, message
+        self.tainted = False  # set when the worker had been sent a hidden case before it failed
+
+
+# What a hidden case's learner-facing message says about a learner failure: the failure's own message can carry
+# text from the learner's process (an exception, a forged frame), which could echo the case's inputs.
+HIDDEN_FAILURE_TEXT = {
+    Verdict.FAIL: "the call's result could not be accepted (return plain tensors and Python numbers)",
+    Verdict.ERROR: "the function could not be called on this case",
+    Verdict.TIMEOUT: "no answer within the time limit (infinite loop?)",
+    Verdict.CRASHED: "the worker process died during this call",
+    Verdict.SKIPPED: "not run: the submission's time budget ran out",
+}
+
+
+def failure_evidence(failure: LearnerFailure) -> Mismatch:
+    return Mismatch(failure.message, HIDDEN_FAILURE_TEXT.get(failure.verdict, "the call failed"))
+
+
+class Context(Protocol):
+    """What a check may ask of the judge; implemented by `judge.Grading`."""
+
+    def cases(self, check: CheckSpec) -> list[Call]: ...
+    def expected(self, check: CheckSpec, index: int, call: Call) -> dict: ...
+    def observe_all(self, calls: list[Call]) -> Iterator[dict | LearnerFailure]: ...
+    def signatures(self) -> dict: ...
+    def functions(self) -> list[FunctionSpec]: ...
+    def tolerances(self) -> dict[str, Tolerance]: ...
+    def experiment(self) -> list[PartResult]: ...
+    def reference_series(self) -> dict[str, torch.Tensor]: ...
+    def series_part(self, series: str) -> str: ...
+    def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict]: ...
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]: ...
+
+
+CheckFunction = Callable[[Context, CheckSpec], "Tally"]
+REGISTRY: dict[str, CheckFunction] = {}
+
+
+def register(kind: str) -> Callable[[CheckFunction], CheckFunction]:
+    def add(function: CheckFunction) -> CheckFunction:
+        if kind in REGISTRY:
+            raise ValueError(f"check kind {kind!r} registered twice")
+        REGISTRY[kind] = function
+        return function
+
+    return add
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One call's outcome inside a check; `group` ties calls that pass only together (see `Call.group`).
+
+    `explained_by` names the misconceptions whose observation a failing case matches (see `diagnosis`).
+    """
+
+    label: str
+    hidden: bool
+    outcome: Outcome
+    group: str | None = None
+    explained_by: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome.verdict == Verdict.PASS
+
+
+@dataclass
+class Tally:
+    """Per-case outcomes of one check, in order."""
+
+    outcomes: list[CaseOutcome]
+
+    def groups(self) -> list[list[CaseOutcome]]:
+        """Cases as they are scored: each group of calls together, every ungrouped call alone, in first-seen order."""
+        grouped: dict[object, list[CaseOutcome]] = {}
+        for index, case in enumerate(self.outcomes):
+            grouped.setdefault(("group", case.group) if case.group is not None else index, []).append(case)
+        return list(grouped.values())
+
+    def result(self, check: CheckSpec, duration_s: float,
+               charged: Mapping[str, Misconception] | None = None) -> CheckResult:
+        """The check's verdict and score; a failing case that a charged misconception explains, in a check that
+        does not own it, counts as passed (follow-through) and is named in the message."""
+        charged = charged or {}
+        carried = {id(c): mid for c in self.outcomes if not c.passed
+                   and (mid := follow_through(check.id, c.explained_by, charged)) is not None}
+        groups = self.groups()
+        total = len(groups)
+        passed = sum(all(c.passed or id(c) in carried for c in group) for group in groups)
+        failures = [c for c in self.outcomes if not c.passed and id(c) not in carried]
+        note = _follow_through_note(carried, charged)
+        if not failures:
+            verdict = Verdict.PASS
+            message = learner = (f"all {total} cases passed" if total != 1 else "passed") + note
+        else:
+            first = failures[0]
+            verdict = first.outcome.verdict
+            evidence = first.outcome.mismatch or Mismatch("failed", "failed")
+            head = f"{passed}/{total} cases passed. " if total > 1 else ""
+            message = f"{head}First failure, case '{first.label}': {evidence.message}{note}"
+            shown = evidence.learner_message if first.hidden else evidence.message
+            learner = f"{head}First failure, case '{first.label}': {shown}{note}"
+        score = round_score(check.points * passed / total) if total else 0.0
+        return CheckResult(
+            id=check.id, title=check.title, verdict=verdict, score=score, max_score=check.points,
+            message=message, learner_message=learner, duration_s=round(duration_s, 4),
+            cases_passed=passed, cases_total=total, visibility=check.visibility,
+            cases_followed_through=len(carried), followed_through=sorted(set(carried.values())),
+        )
+
+
+def _follow_through_note(carried: dict[int, str], charged: Mapping[str, Misconception]) -> str:
+    if not carried:
+        return ""
+    mids = sorted(set(carried.values()))
+    owners = sorted({owner for mid in mids for owner in charged[mid].owners})
+    cases = "case" if len(carried) == 1 else "cases"
+    return (f" ({len(carried)} {cases} credited by follow-through: the result matches the misreading "
+            f"{', '.join(mids)}, charged in {', '.join(owners)})")
+
+
+@dataclass
+class CheckRun:
+    """A check that has run: its cases' outcomes, or the judge's own failure, awaiting the diagnosis."""
+
+    check: CheckSpec
+    duration_s: float
+    tally: Tally | None = None
+    judge_error: CheckResult | None = None
+
+    def result(self, charged: Mapping[str, Misconception] | None = None) -> CheckResult:
+        if self.judge_error is not None:
+            return self.judge_error
+        assert self.tally is not None
+        return self.tally.result(self.check, self.duration_s, charged)
+
+
+def run_check(ctx: Context, check: CheckSpec) -> CheckRun:
+    start = time.perf_counter()
+    try:
+        tally = REGISTRY[check.kind](ctx, check)
+    except Exception as exc:  # noqa: BLE001 - a fault of the judge itself, never charged to the learner
+        text = f"internal error of the grader, not of your code: {type(exc).__name__}: {exc}"
+        # the exception text may quote a hidden case (the reference's own error, say): instructors only
+        learner = "internal error of the grader, not of your code; the course staff can see the details"
+        duration = time.perf_counter() - start
+        return CheckRun(check, duration, judge_error=CheckResult(
+            id=check.id, title=check.title, verdict=Verdict.JUDGE_ERROR, score=0.0, max_score=check.points,
+            message=text, learner_message=learner, duration_s=round(duration, 4), visibility=check.visibility))
+    return CheckRun(check, time.perf_counter() - start, tally=tally)
+
+
+@register("signature")
+def check_signatures(ctx: Context, check: CheckSpec) -> Tally:
+    found = ctx.signatures()
+    outcomes = []
+    for function in ctx.functions():
+        problem = _signature_problem(function, found.get(function.name))
+        outcome = Outcome(Verdict.PASS) if problem is None else Outcome(Verdict.FAIL, Mismatch.of(problem))
+        outcomes.append(CaseOutcome(function.name, False, outcome))
+    return Tally(outcomes)
+
+
+def _signature_problem(function: FunctionSpec, info: dict | None) -> str | None:
+    expected = f"expected `{function.signature}`"
+    if info is None:
+        return f"{function.name} is not defined in your file; {expected}"
+    if not info.get("callable"):
+        return f"{function.name} is a {info.get('type')}, not a function; {expected}"
+    params = info.get("params")
+    if not isinstance(params, list):
+        return None  # a callable whose signature cannot be read (a builtin, a C extension): let the calls decide
+    by_name = {p.get("name"): p for p in params if isinstance(p, dict)}
+    takes_kwargs = any(p.get("kind") == "VAR_KEYWORD" for p in by_name.values())
+    missing = [n for n in function.params if n not in by_name and not takes_kwargs]
+    if missing:
+        return f"{function.name} has no parameter named {', '.join(missing)}; {expected}"
+    positional_only = [n for n in function.params if by_name.get(n, {}).get("kind") == "POSITIONAL_ONLY"]
+    if positional_only:
+        return f"{function.name}: {', '.join(positional_only)} must be passable by keyword; {expected}"
+    extra = [n for n, p in by_name.items() if n not in function.params and not p.get("has_default")
+             and p.get("kind") not in ("VAR_POSITIONAL", "VAR_KEYWORD")]
+    if extra:
+        return f"{function.name} requires extra parameters {', '.join(extra)}; {expected}"
+    return None
+
+
+@register("differential")
+def check_differential(ctx: Context, check: CheckSpec) -> Tally:
+    calls = ctx.cases(check)
+    # visible calls go out first: once the worker holds a hidden case, what it says is no longer quotable
+    order = sorted(range(len(calls)), key=lambda i: calls[i].hidden)
+    specs = {f.name: f for f in ctx.functions()}
+    outcomes: dict[int, CaseOutcome] = {}
+    for index, got in zip(order, ctx.observe_all([calls[i] for i in order]), strict=False):
+        call = calls[index]
+        if isinstance(got, LearnerFailure):
+            outcome = Outcome(got.verdict, failure_evidence(got))
+            tainted = got.tainted
+        else:
+            spec = specs.get(call.function)
+            context = None if call.hidden or spec is None else input_context(call.kwargs, spec.mask_param,
+                                                                               spec.group_param)
+            outcome = judge_case(call.function, call.kwargs, got, ctx.expected(check, index, call), check.compare,
+                                 ctx.tolerances(), context)
+            tainted = bool(got.get("tainted"))
+        explained = () if outcome.verdict == Verdict.PASS or isinstance(got, LearnerFailure) else tuple(
+            mid for mid, theirs in ctx.misconception_observations(check, index).items()
+            if same_as(call.function, call.kwargs, got, theirs, check.compare, ctx.tolerances()))
+        # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
+        outcomes[index] = CaseOutcome(call.label, call.hidden or tainted, outcome, call.group, explained)
+    if len(outcomes) < len(calls):
+        # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run
+        last = outcomes[order[len(outcomes) - 1]].outcome.verdict if outcomes else Verdict.SKIPPED
+        rest = Outcome(last, Mismatch.of(f"not run after an earlier case ({last})"))
+        for index in order[len(outcomes):]:
+            outcomes[index] = CaseOutcome(calls[index].label, calls[index].hidden, rest, calls[index].group)
+    return Tally([outcomes[i] for i in range(len(calls))])
+
+
+@register("experiment")
+def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
+    """Each series of the check against the reference's; a series whose part failed carries that failure."""
+    failures = {}
+    produced: dict[str, torch.Tensor] = {}
+    for part in ctx.experiment():
+        produced.update(part.series)
+        if part.failure is not None:
+            failures[part.name] = part.failure
+    want = ctx.reference_series()
+    tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+    outcomes = []
+    for name in check.series:
+        value = produced.get(name)
+        if value is None:
+            failed = _failure_for(name, failures, ctx) if failures else None
+            outcome = Outcome(failed.verdict, Mismatch.of(failed.message)) if failed else Outcome(
+                Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
+            # a misreading whose own toy cannot make this series either explains its absence
+            explained = tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
+        else:
+            mismatch = compare_tensors(name, value, want[name], tol)
+            outcome = Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)
+            explained = () if mismatch is None else _series_explained(ctx, name, value, tol)
+        outcomes.append(CaseOutcome(name, False, outcome, explained_by=explained))
+    return Tally(outcomes)
+
+
+def _series_explained(ctx: Context, name: str, value: torch.Tensor, tol: Tolerance | None) -> tuple[str, ...]:
+    """The misconceptions whose toy produced this very series."""
+    return tuple(mid for mid, series in ctx.misconception_series().items()
+                 if name in series and compare_tensors(name, value, series[name], tol) is None)
+
+
+def _failure_for(series: str, failures: dict[str, CallFailed], ctx: Context) -> CallFailed:
+    """The failure of the part that makes `series` (the reference's run says which part that is)."""
+    return failures.get(ctx.series_part(series)) or next(iter(failures.values()))

@@ -1,0 +1,128 @@
+"""Name the misreading behind a learner's failures, and charge each one only in the checks that own it.
+
+A problem declares its known misreadings in `reference/<id>/misconceptions.toml`: an id, a learner-facing
+explanation, the known-wrong solution that embodies it, and the checks that own it. The judge computes what
+each of those solutions does on every case (trusted side, cached like the expectations). A failing case is
+*explained* by a misconception when the learner's observation matches that solution's on the aspects the check
+compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the report's
+diagnosis lists the charged ones, the one explaining most failing cases first.
+
+Follow-through credit, as an exam marker carries an error forward: a failing case explained by a charged
+misconception earns its points in every check that does not own that misconception. The owner checks charge it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grader.model.spec import SpecError
+
+# A misreading is named, and carried forward, only when it explains at least this share of the failing cases (and
+# more of them than the passing cases it contradicts): a trivial or unrelated answer matches some misreading on a
+# few cases by accident (a zero where that misreading also gives zero), and must earn nothing by it.
+MIN_SHARE = 0.25
+
+
+class Misconception(BaseModel):
+    """One known misreading of a problem's statement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # a file under reference/<id>/wrong/
+    owners: list[str] = Field(min_length=1)
+    explanation: str = Field(min_length=10, max_length=600)
+
+
+class MisconceptionFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    misconceptions: list[Misconception] = []
+
+
+def load_misconceptions(path: Path, check_ids: Iterable[str], wrong_dir: Path) -> list[Misconception]:
+    """The declared misreadings; none when the file is absent. Errors name the file and the field."""
+    if not path.is_file():
+        return []
+    try:
+        declared = MisconceptionFile.model_validate(tomllib.loads(path.read_text())).misconceptions
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise SpecError(f"{path}: {exc}") from None
+    known = set(check_ids)
+    seen: set[str] = set()
+    for item in declared:
+        if item.id in seen:
+            raise SpecError(f"{path}: misconception id {item.id!r} is declared twice")
+        seen.add(item.id)
+        unknown = [owner for owner in item.owners if owner not in known]
+        if unknown:
+            raise SpecError(f"{path}: misconception {item.id!r} names unknown owner checks {unknown}")
+        if not (wrong_dir / item.solution).is_file():
+            raise SpecError(f"{path}: misconception {item.id!r} names {item.solution}, not a file of {wrong_dir}")
+    return declared
+
+
+@dataclass(frozen=True)
+class Explained:
+    """One failing case and the misconceptions whose observation it matches."""
+
+    check: str
+    misconceptions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A charged misconception: how many failing cases it explains, and where."""
+
+    misconception: Misconception
+    cases_explained: int
+    cases_failing: int
+    checks: tuple[str, ...]
+    owners_charged: tuple[str, ...]  # the owner checks where it explains a failing case
+    cases_contradicted: int = 0  # passing cases where this misreading would have failed
+
+
+def diagnose(failing: list[Explained], misconceptions: list[Misconception],
+             contradicted: Mapping[str, int] | None = None) -> list[Finding]:
+    """Charged misconceptions, best explanation first: most failing cases explained, less the passing cases where
+    the misreading would have failed (a learner who passes them does not hold it); declaration order breaks ties."""
+    contradicted = contradicted or {}
+    findings = []
+    for misconception in misconceptions:
+        touched = [case.check for case in failing if misconception.id in case.misconceptions]
+        checks = tuple(dict.fromkeys(touched))
+        owners_charged = tuple(check for check in checks if check in misconception.owners)
+        explained, against = len(touched), contradicted.get(misconception.id, 0)
+        if owners_charged and explained >= MIN_SHARE * len(failing) and explained > against:
+            findings.append(Finding(misconception, explained, len(failing), checks, owners_charged, against))
+    order = {m.id: i for i, m in enumerate(misconceptions)}
+    ranked = sorted(findings, key=lambda f: (f.cases_contradicted - f.cases_explained, order[f.misconception.id]))
+    # a misreading that explains no failing case a better-ranked one leaves unexplained adds nothing: left out
+    kept: list[Finding] = []
+    covered: set[int] = set()
+    for finding in ranked:
+        mine = {i for i, case in enumerate(failing) if finding.misconception.id in case.misconceptions}
+        if mine - covered:
+            kept.append(finding)
+            covered |= mine
+    return kept
+
+
+def candidates(failing: list[Explained]) -> set[str]:
+    """Every misconception that explains some failing case."""
+    return {mid for case in failing for mid in case.misconceptions}
+
+
+def follow_through(check: str, explained_by: tuple[str, ...], charged: Mapping[str, Misconception]) -> str | None:
+    """The charged misconception that carries this failing case of `check` forward, if any: one that explains
+    the case and does not own the check (its owners charge it already)."""
+    for mid in explained_by:
+        misconception = charged.get(mid)
+        if misconception is not None and check not in misconception.owners:
+            return mid
+    return None

@@ -1,0 +1,246 @@
+"""What the reference and the oracle do on every case, computed once per problem and seed and cached on disk.
+
+The cache key covers the problem's and reference's files, the grader's own source, torch and Python
+versions and the seed, so any change that could alter an expected value recomputes it. The cache lives
+under artifacts/, which no sandboxed worker can see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import platform
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader.judge.cases import Call, generator_for
+from grader.judge.experiment import run_experiment
+from grader.model.problem import Problem
+from grader.paths import PROJECT_ROOT
+from grader.worker import protocol
+
+GRADER_DIR = Path(__file__).resolve().parents[1]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PAPERLEET_CACHE", PROJECT_ROOT / "artifacts" / ".cache"))
+
+
+def _grader_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(GRADER_DIR.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(problem: Problem, seed: int) -> str:
+    parts = [problem.content_hash, _grader_hash(), torch.__version__, platform.python_version(), str(seed)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Compute expectations on one thread: a reduction's rounding then never depends on the judge's machine.
+
+    The judge stays on one thread afterwards: its tensors are small, and once torch's pool has been resized back
+    up, every small op (a comparison, the toy's own baselines) runs about thirty times slower."""
+    torch.set_num_threads(1)
+    yield
+
+
+class Expectations:
+    """Reference/oracle observations and reference series for one problem and seed; safe across threads."""
+
+    def __init__(self, problem: Problem, seed: int, use_cache: bool = True) -> None:
+        self.problem, self.seed = problem, seed
+        self._lock = threading.RLock()
+        self._cases: dict[str, list[Call]] = {}
+        self._observations: dict[str, list[dict[str, Any]]] = {}  # "source/cases" -> per case
+        self._series: dict[str, torch.Tensor] | None = None
+        self._series_parts: dict[str, str] = {}
+        self._wrong_series: dict[str, dict[str, torch.Tensor]] | None = None
+        self._wrong_functions: dict[str, dict[str, Any]] = {}
+        self._dirty = False
+        self._path = cache_dir() / problem.id / f"{cache_key(problem, seed)}.pt" if use_cache else None
+        self._groups_read: set[str] = set()  # generators whose misconception observations were looked up on disk
+        self._groups_unsaved: set[str] = set()
+        if self._path is not None and self._path.is_file():
+            self._load(self._path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            data = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+            self._cases = {name: [Call.from_data(c) for c in calls] for name, calls in data["cases"].items()}
+            self._observations = data["observations"]
+            self._series = data["series"]
+            self._series_parts = dict(data["series_parts"])
+            self._wrong_series = data.get("wrong_series")
+        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+            self._cases, self._observations, self._series, self._series_parts = {}, {}, None, {}
+
+    def warm(self) -> None:
+        """Compute every expectation the problem's checks need, and save them for the next run."""
+        with self._lock:
+            missing = self._series is None
+            for check in self.problem.spec.checks:
+                if check.cases:
+                    key = f"{check.expected}/{check.cases}"
+                    missing |= key not in self._observations
+                    self._all_observations(check.expected, check.cases)
+            if any(c.kind == "experiment" for c in self.problem.spec.checks):
+                self.series()
+            if missing and self._path is not None:
+                self._save(self._path)
+
+    def _save(self, path: Path) -> None:
+        """The main file, and beside it one file per generator of the misconception observations computed here."""
+        _write(path, {
+            "cases": {name: [c.to_data() for c in calls] for name, calls in self._cases.items()},
+            "observations": {k: v for k, v in self._observations.items() if not k.startswith("misconception:")},
+            "series": self._series,
+            "series_parts": self._series_parts,
+            "wrong_series": self._wrong_series,
+        })
+        for name in sorted(self._groups_unsaved):
+            _write(self._group_path(path, name), {k: v for k, v in self._observations.items()
+                                                   if k.startswith("misconception:") and k.endswith(f"/{name}")})
+        self._groups_unsaved.clear()
+        self._dirty = False
+
+    @staticmethod
+    def _group_path(path: Path, name: str) -> Path:
+        return path.with_suffix("") / f"misconceptions-{name}.pt"
+
+    def _read_group(self, name: str) -> None:
+        """Generator `name`'s misconception observations, read the first time one of its cases fails: they are
+        many times the size of everything else, so a grade in which nothing fails never pays for them."""
+        if name in self._groups_read or self._path is None:
+            return
+        self._groups_read.add(name)
+        path = self._group_path(self._path, name)
+        if not path.is_file():
+            return
+        try:
+            data = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+            return
+        self._observations.update({k: v for k, v in data.items()
+                                   if k.startswith("misconception:") and k.endswith(f"/{name}")})
+
+    def cases(self, name: str) -> list[Call]:
+        with self._lock:
+            if name not in self._cases:
+                self._cases[name] = self.problem.case_generator(name)(generator_for(self.seed, name))
+            return self._cases[name]
+
+    def _all_observations(self, source: str, name: str) -> list[dict[str, Any]]:
+        key = f"{source}/{name}"
+        if key not in self._observations:
+            functions = self._functions(source)
+            with single_threaded():
+                self._observations[key] = [
+                    protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
+                    for c in self.cases(name)
+                ]
+        return self._observations[key]
+
+    def _functions(self, source: str) -> dict[str, Any]:
+        """"reference", "oracle", or "misconception:<id>" (the known-wrong solution that embodies it)."""
+        if source.startswith("misconception:"):
+            wanted = source.removeprefix("misconception:")
+            (misconception,) = [m for m in self.problem.misconceptions if m.id == wanted]
+            if source not in self._wrong_functions:
+                self._wrong_functions[source] = self.problem.misconception_functions(misconception)
+            return self._wrong_functions[source]
+        return self.problem.oracle if source == "oracle" else self.problem.reference
+
+    def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
+        with self._lock:
+            return self._all_observations(source, name)[index]
+
+    def misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]:
+        """What each declared misconception's solution observes on case `index` of generator `name`."""
+        with self._lock:
+            found = {}
+            self._read_group(name)
+            for misconception in self.problem.misconceptions:
+                source = f"misconception:{misconception.id}"
+                if f"{source}/{name}" not in self._observations:
+                    self._dirty = True
+                    self._groups_unsaved.add(name)
+                found[misconception.id] = self._all_observations(source, name)[index]
+            return found
+
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Each misconception's toy series (a part its solution cannot run is missing)."""
+        with self._lock:
+            if self._wrong_series is None:
+                self._wrong_series = {}
+                with single_threaded():
+                    for misconception in self.problem.misconceptions:
+                        functions = self._functions(f"misconception:{misconception.id}")
+                        self._wrong_series[misconception.id] = run_series(self.problem, self.seed, functions)[0]
+                self._dirty = True
+            return self._wrong_series
+
+    def persist(self) -> None:
+        """Save what was computed lazily (misconception observations) for the next run."""
+        with self._lock:
+            if self._dirty and self._path is not None:
+                self._save(self._path)
+                self._dirty = False
+
+    def series(self) -> dict[str, torch.Tensor]:
+        """The reference's toy series for this seed, driven exactly as a learner's are."""
+        with self._lock:
+            if self._series is None:
+                with single_threaded():
+                    self._series, self._series_parts = reference_series(self.problem, self.seed)
+                self._dirty = True  # `persist` keeps them (the public seed's, drawn beside every plot, say)
+            return self._series
+
+    def series_parts(self) -> dict[str, str]:
+        """Which part of the toy makes each series."""
+        self.series()
+        return self._series_parts
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    buffer = io.BytesIO()
+    torch.save(data, buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, path)
+
+
+def reference_series(problem: Problem, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    series, owners, failures = run_series(problem, seed, problem.reference)
+    if failures:
+        raise RuntimeError(f"the reference failed the toy: {'; '.join(failures)}")
+    return series, owners
+
+
+def run_series(problem: Problem, seed: int, functions: dict[str, Any],
+               ) -> tuple[dict[str, torch.Tensor], dict[str, str], list[str]]:
+    """The toy's series with trusted in-process functions, which part made each, and the parts that failed."""
+    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+        return protocol.observe_call(functions[call.function], call.kwargs, list(call.requires_grad), call.backward)
+
+    names = [f.name for f in problem.spec.functions]
+    limits = problem.spec.limits
+    series: dict[str, torch.Tensor] = {}
+    owners: dict[str, str] = {}
+    failures = []
+    for part in run_experiment(problem.experiment_module, names, observe, seed, float("inf"), limits.call_timeout_s):
+        if part.failure is not None:
+            failures.append(f"{part.name}: {part.failure.message}")
+        series.update(part.series)
+        owners.update(dict.fromkeys(part.series, part.name))
+    return series, owners, failures

@@ -1,0 +1,146 @@
+"""Locate a problem's files (spec, cases, experiment, reference, oracle, known-wrong) and load them."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from grader.judge.cases import CaseGenerator
+from grader.judge.diagnosis import Misconception, load_misconceptions
+from grader.model.spec import ProblemSpec, SpecError, load_spec
+from grader.paths import PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class KnownWrong:
+    """A solution that must fail `must_fail` and may fail `may_fail`, and nothing else."""
+
+    path: Path
+    defect: str
+    must_fail: frozenset[str]
+    may_fail: frozenset[str]
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SpecError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look a module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+_HEADER = re.compile(r"^#\s*(defect|must_fail|may_fail):(.*)$")
+
+
+def parse_known_wrong(path: Path) -> KnownWrong:
+    fields: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        match = _HEADER.match(line.strip())
+        if match:
+            fields[match.group(1)] = match.group(2).strip()
+    if "defect" not in fields or "must_fail" not in fields:
+        raise SpecError(f"{path}: header needs '# defect:' and '# must_fail:' lines")
+
+    def ids(text: str) -> frozenset[str]:
+        return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+    return KnownWrong(path, fields["defect"], ids(fields["must_fail"]), ids(fields.get("may_fail", "")))
+
+
+class Problem:
+    """Everything the trusted side knows about one exercise."""
+
+    def __init__(self, problem_id: str, root: Path = PROJECT_ROOT) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", problem_id):
+            raise SpecError(f"problem id {problem_id!r} must be lowercase letters, digits and underscores")
+        self.id = problem_id
+        self.root = root
+        self.problem_dir = root / "problems" / problem_id
+        self.reference_dir = root / "reference" / problem_id
+        if not self.problem_dir.is_dir():
+            known = ", ".join(list_problems(root)) or "none"
+            raise SpecError(f"unknown problem {problem_id!r}; known problems: {known}")
+        self.spec: ProblemSpec = load_spec(self.problem_dir / "problem.toml")
+        if self.spec.id != problem_id:
+            raise SpecError(f"{self.problem_dir}/problem.toml declares id {self.spec.id!r}")
+        cases = self.cases_module
+        missing = [c.id for c in self.spec.checks if c.cases and not callable(getattr(cases, c.cases, None))]
+        if missing:
+            raise SpecError(f"checks {missing} name case generators missing from {self.problem_dir / 'cases.py'}")
+
+    @property
+    def experiment_path(self) -> Path:
+        return self.problem_dir / "experiment.py"
+
+    @cached_property
+    def cases_module(self) -> ModuleType:
+        return load_module(f"paperleet_cases_{self.id}", self.problem_dir / "cases.py")
+
+    def case_generator(self, name: str) -> CaseGenerator:
+        return getattr(self.cases_module, name)  # type: ignore[no-any-return]
+
+    @cached_property
+    def experiment_module(self) -> ModuleType:
+        return load_module(f"paperleet_experiment_{self.id}", self.experiment_path)
+
+    def _functions(self, filename: str) -> dict[str, Callable[..., Any]]:
+        module = load_module(f"paperleet_{filename}_{self.id}", self.reference_dir / f"{filename}.py")
+        return {f.name: getattr(module, f.name) for f in self.spec.functions}
+
+    @cached_property
+    def reference(self) -> dict[str, Callable[..., Any]]:
+        return self._functions("reference")
+
+    @cached_property
+    def oracle(self) -> dict[str, Callable[..., Any]]:
+        return self._functions("oracle")
+
+    @cached_property
+    def misconceptions(self) -> list[Misconception]:
+        """The known misreadings the judge diagnoses, from reference/<id>/misconceptions.toml (may be absent)."""
+        return load_misconceptions(self.reference_dir / "misconceptions.toml", [c.id for c in self.spec.checks],
+                                   self.reference_dir / "wrong")
+
+    def misconception_functions(self, misconception: Misconception) -> dict[str, Callable[..., Any]]:
+        """The contract functions of the known-wrong solution that embodies `misconception` (trusted code)."""
+        path = self.reference_dir / "wrong" / misconception.solution
+        module = load_module(f"paperleet_wrong_{self.id}_{misconception.id}", path)
+        return {f.name: getattr(module, f.name) for f in self.spec.functions}
+
+    @cached_property
+    def grading_seeds(self) -> list[int]:
+        """Hidden seeds, kept beside the reference; the first one grades, all of them validate."""
+        path = self.reference_dir / "grading.toml"
+        seeds = tomllib.loads(path.read_text()).get("seeds", [])
+        if not seeds or not all(isinstance(s, int) for s in seeds):
+            raise SpecError(f"{path} must hold `seeds = [int, ...]`")
+        return list(seeds)
+
+    def known_wrong(self) -> list[KnownWrong]:
+        return [parse_known_wrong(p) for p in sorted((self.reference_dir / "wrong").glob("*.py"))]
+
+    @cached_property
+    def content_hash(self) -> str:
+        """sha256 over the problem's and reference's files, so a report names exactly what graded it."""
+        digest = hashlib.sha256()
+        for folder in (self.problem_dir, self.reference_dir):
+            for path in sorted(folder.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    digest.update(str(path.relative_to(self.root)).encode())
+                    digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+
+def list_problems(root: Path = PROJECT_ROOT) -> list[str]:
+    return sorted(p.parent.name for p in (root / "problems").glob("*/problem.toml"))

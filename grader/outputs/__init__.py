@@ -1,0 +1,10 @@
+"""What a grade produces, all built from the report.
+
+- `report`: the report model (report.json) and its atomic writer.
+- `learner_view`: the learner's view of a report: scores and hidden-safe messages only.
+- `exports`: Gradescope's results.json and JUnit XML.
+- `terminal`: rich tables of one report and of a class.
+- `plots`, `figures`: series made plain and bounded, then drawn in a process of their own.
+- `containment`: the `judge_error` report of one file the judge itself failed on.
+- `pages/`: the HTML report page and the class dashboard.
+"""

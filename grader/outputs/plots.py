@@ -1,0 +1,361 @@
+"""A problem's declared T3 plots: series made bounded and plain here, drawn by `grader.outputs.figures` in a process of
+its own with a time and memory limit. A plot that cannot be drawn is a missing plot with a reason, never an error.
+
+A learner's plot shows the learner's lines over the reference's for the same seed (faint), with every point
+that leaves the checks' tolerance marked; beside it the reference preview is drawn with the same y-limits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader.model.spec import CheckSpec, PlotSpec, Tolerance
+from grader.text import clean_line
+
+MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
+MAX_MARKS = 512  # marked points per figure
+PLOT_TIMEOUT_S = 20.0  # wall time for all of one job's figures, from the moment its series arrive
+LIMITS = {"address_space_bytes": 1 << 30, "cpu_s": 30, "file_bytes": 32 << 20}
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+REFERENCE_LABEL = "reference, same inputs (faint)"
+PLOTTABLE_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def preview_file(file: str) -> str:
+    """The reference preview drawn beside the learner's `file` with the same limits, under the same name in a
+    `previews/` folder of the submission's own (as the problem's previews are in theirs)."""
+    return f"previews/{file}"
+
+
+class Unplottable(Exception):
+    """A series that cannot be drawn; the message says why."""
+
+
+def series_tolerances(checks: list[CheckSpec]) -> dict[str, Tolerance]:
+    """The tolerance of every series an experiment check compares; exact checks compare bit for bit."""
+    return {name: Tolerance(rtol=0.0, atol=0.0) if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+            for check in checks if check.kind == "experiment" for name in check.series}
+
+
+def plottable(value: Any, name: str) -> torch.Tensor:
+    """`value` as a 1-D CPU tensor of real numbers, or Unplottable; nothing is copied yet."""
+    if type(value) is not torch.Tensor:
+        raise Unplottable(f"series {name} is not a tensor")
+    if value.layout != torch.strided or value.is_nested or value.is_quantized or value.device.type != "cpu":
+        raise Unplottable(f"series {name} is not a dense CPU tensor")
+    if value.dim() != 1:
+        raise Unplottable(f"series {name} has {value.dim()} dimensions, not 1")
+    if value.is_complex() or not (value.is_floating_point() or value.dtype in PLOTTABLE_INTEGERS):
+        raise Unplottable(f"series {name} has dtype {value.dtype}, which cannot be plotted")
+    return value.detach()
+
+
+def thinned(value: torch.Tensor) -> torch.Tensor:
+    """At most MAX_PLOT_POINTS evenly spaced points, as float64 (any float type, bfloat16 and float8 included,
+    converts exactly); a view is taken first, so a long series costs no more than a short one."""
+    step = max(1, math.ceil(value.numel() / MAX_PLOT_POINTS))
+    return value[::step].to(torch.float64)
+
+
+@dataclass(frozen=True)
+class _Panel:
+    """One plot's lines, each as (x, y) float64 of at most MAX_PLOT_POINTS points."""
+
+    x: torch.Tensor
+    lines: list[torch.Tensor]
+
+
+def _panel(plot: PlotSpec, series: Mapping[str, Any]) -> _Panel:
+    if plot.x not in series:
+        raise Unplottable(f"series {plot.x} is missing")
+    x = plottable(series[plot.x], plot.x)
+    lines = []
+    for line in plot.lines:
+        if line.y not in series:
+            raise Unplottable(f"series {line.y} is missing")
+        y = plottable(series[line.y], line.y)
+        if y.shape != x.shape:
+            raise Unplottable(f"series {line.y} has {y.numel()} points and {plot.x} has {x.numel()}")
+        lines.append(thinned(y))
+    return _Panel(thinned(x), lines)
+
+
+def _finite(values: list[torch.Tensor]) -> torch.Tensor:
+    joined = torch.cat([v.flatten() for v in values]) if values else torch.zeros(0, dtype=torch.float64)
+    return joined[torch.isfinite(joined)]
+
+
+def axis_limits(learner: list[torch.Tensor], references: list[torch.Tensor]) -> tuple[float, float]:
+    """Limits that show the reference whole and the learner's values near it; a value far off (a blow-up, an
+    overflow) is drawn at the edge as off-scale rather than flattening every curve."""
+    ref = _finite(references)
+    mine = _finite(learner)
+    if ref.numel():
+        lo, hi = float(ref.min()), float(ref.max())
+        span = hi - lo or max(abs(hi), 1.0)
+        near = mine[(mine >= lo - 2 * span) & (mine <= hi + 2 * span)]
+        if near.numel():
+            lo, hi = min(lo, float(near.min())), max(hi, float(near.max()))
+    elif mine.numel():
+        lo, hi = float(mine.min()), float(mine.max())
+    else:
+        lo, hi = -1.0, 1.0
+    lo, hi = max(lo, -1e300), min(hi, 1e300)  # so that hi - lo and the padding stay finite
+    pad = (hi / 2 - lo / 2) * 0.1 or max(abs(hi) * 0.05, 0.05)
+    return lo - pad, hi + pad
+
+
+def _pulled_in(values: torch.Tensor, lo: float, hi: float) -> list[float]:
+    """Values for the renderer: far-off ones pulled in to just beyond the limits (a line still leaves the axes
+    where it should, and no astronomically large coordinate reaches Agg); inf and NaN become gaps."""
+    reach = 10 * (hi / 2 - lo / 2)
+    finite = values.nan_to_num(nan=math.nan, posinf=math.nan, neginf=math.nan)
+    return finite.clamp(lo - reach, hi + reach).tolist()
+
+
+def _points(x: torch.Tensor, y: torch.Tensor, where: torch.Tensor) -> dict[str, list[float]]:
+    index = where.nonzero().flatten()[:MAX_MARKS]
+    return {"x": x[index].tolist(), "y": y[index].tolist()}
+
+
+def _outside(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """Where `got` leaves `want` by more than the tolerance; NaN matches NaN and inf matches inf of its sign."""
+    close = (got - want).abs() <= tol.atol + tol.rtol * want.abs()
+    return ~(close | (got == want) | (got.isnan() & want.isnan()))
+
+
+def _label(label: str, reference: bool) -> str:
+    return clean_line(re.sub(r"^your\b", "reference", label) if reference else label)
+
+
+def _base_spec(plot: PlotSpec, out_dir: Path, file: str, note: str, xlim: tuple[float, float],
+               ylim: tuple[float, float]) -> dict[str, Any]:
+    ylabel = plot.ylabel or (plot.lines[0].label if len(plot.lines) == 1 else "value")
+    return {"file": file, "path": str(out_dir / file), "title": clean_line(plot.title), "note": clean_line(note),
+            "xlabel": clean_line(plot.xlabel or plot.x), "ylabel": clean_line(_label(ylabel, False)),
+            "xlim": list(xlim), "ylim": list(ylim), "reference_label": REFERENCE_LABEL}
+
+
+def _line_specs(plot: PlotSpec, panel: _Panel, spec: dict[str, Any], reference: bool) -> list[dict[str, Any]]:
+    x = _pulled_in(panel.x, *spec["xlim"])
+    return [{"x": x, "y": _pulled_in(y, *spec["ylim"]), "label": _label(line.label, reference), "style": line.style}
+            for line, y in zip(plot.lines, panel.lines, strict=True)]
+
+
+def _learner_spec(spec: dict[str, Any], plot: PlotSpec, mine: _Panel, ref: _Panel | None,
+                  tolerances: Mapping[str, Tolerance]) -> dict[str, Any]:
+    (xlo, xhi), (lo, hi) = spec["xlim"], spec["ylim"]
+    spec["lines"] = _line_specs(plot, mine, spec, reference=False)
+    spec["reference"] = [] if ref is None else [
+        {"x": _pulled_in(ref.x, xlo, xhi), "y": _pulled_in(y, lo, hi)} for y in ref.lines]
+    x = mine.x.clamp(xlo, xhi)
+    misses = torch.zeros_like(x, dtype=torch.bool)
+    at = torch.full_like(x, math.nan)
+    for line, y, want in zip(plot.lines, mine.lines, ref.lines if ref else [None] * len(plot.lines), strict=True):
+        tol = tolerances.get(line.y)
+        if tol is None or want is None or want.shape != y.shape:
+            continue
+        bad = _outside(y, want, tol) & ~misses
+        at[bad] = torch.where(y[bad].isnan(), want[bad], y[bad]).clamp(lo, hi)  # NaN: marked on the reference
+        misses |= bad
+    spec["marks"] = {**_points(x, at, misses), "label": "outside the checks' tolerance"}
+    above = torch.zeros_like(misses)
+    below = torch.zeros_like(misses)
+    for y in mine.lines:
+        above |= y > hi
+        below |= y < lo
+    spec["off_scale"] = {
+        "above": {**_points(x, torch.full_like(x, hi), above), "label": "off scale, above"},
+        "below": {**_points(x, torch.full_like(x, lo), below), "label": "off scale, below"},
+    }
+    return spec
+
+
+def figure_specs(plots: list[PlotSpec], series: Mapping[str, Any], out_dir: Path, note: str = "",
+                 reference: Mapping[str, Any] | None = None, preview: Mapping[str, Any] | None = None,
+                 tolerances: Mapping[str, Tolerance] | None = None, as_reference: bool = False,
+                 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """What `grader.outputs.figures` draws for these series, and why any plot cannot be drawn.
+
+    With `reference`, each learner plot overlays it and marks the points outside `tolerances`; with `preview`,
+    the reference preview is drawn beside it (`preview_file`) with the same limits. `as_reference` draws
+    `series` as a preview itself: curves labelled "your ..." are the reference's there.
+    """
+    specs: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
+    for plot in plots:
+        try:
+            mine = _panel(plot, series)
+        except Unplottable as why:
+            if plot.x in series or any(line.y in series for line in plot.lines):
+                failures[plot.file] = str(why)  # a plot with no series at all: the T3 checks say why
+            continue
+        ref, shown = _optional_panel(plot, reference), _optional_panel(plot, preview)
+        anchors = [panel for panel in (ref, shown) if panel is not None]
+        xlim = axis_limits([mine.x], [panel.x for panel in anchors])
+        ylim = axis_limits(mine.lines, [y for panel in anchors for y in panel.lines])
+        spec = _base_spec(plot, out_dir, plot.file, note, xlim, ylim)
+        if as_reference:
+            specs.append({**spec, "lines": _line_specs(plot, mine, spec, reference=True)})
+            continue
+        specs.append(_learner_spec(spec, plot, mine, ref, tolerances or {}))
+        if shown is not None:
+            beside = _base_spec(plot, out_dir, preview_file(plot.file), "reference preview (public seed)", xlim, ylim)
+            specs.append({**beside, "lines": _line_specs(plot, shown, beside, reference=True)})
+    return specs, failures
+
+
+def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel | None:
+    if series is None:
+        return None
+    try:
+        return _panel(plot, series)
+    except Unplottable:
+        return None
+
+
+class PlotJob:
+    """Draw one submission's plots in a child process while the checks go on.
+
+    The child starts at once, so its matplotlib import overlaps the worker's start; `submit` hands it the
+    series (the first call counts; later ones are ignored), `result` waits at most PLOT_TIMEOUT_S from then and
+    returns the files drawn; `failures` says why any plot is missing. Neither ever raises.
+    """
+
+    def __init__(self, plots: list[PlotSpec], out_dir: Path, note: str = "",
+                 reference: dict[str, torch.Tensor] | None = None, preview: dict[str, torch.Tensor] | None = None,
+                 tolerances: Mapping[str, Tolerance] | None = None, as_reference: bool = False,
+                 timeout_s: float = PLOT_TIMEOUT_S) -> None:
+        self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
+        self._reference, self._preview, self._tolerances = reference, preview, tolerances
+        self._as_reference, self._timeout_s = as_reference, timeout_s
+        self.failures: dict[str, str] = {}
+        self._asked: list[str] = []
+        self._payload: Path | None = None
+        self._deadline: float | None = None
+        self._written: list[str] | None = None
+        self._process: subprocess.Popen[str] | None = None
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)], cwd=PACKAGE_PARENT,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                start_new_session=True, env={**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
+                                             "OPENBLAS_NUM_THREADS": "1"})
+        except OSError as exc:
+            self._start_error = f"the plotting process could not start: {exc}"
+        else:
+            self._start_error = ""
+
+    def submit(self, series: Mapping[str, torch.Tensor] | None) -> None:
+        if self._deadline is not None:
+            return
+        self._deadline = time.monotonic() + self._timeout_s
+        specs: list[dict[str, Any]] = []
+        try:
+            if series:
+                specs, self.failures = figure_specs(self._plots, series, self._out_dir, self._note, self._reference,
+                                                    self._preview, self._tolerances, self._as_reference)
+        except Exception as exc:  # noqa: BLE001 - a plot the judge cannot prepare is a missing plot, not a grade
+            self.failures = {plot.file: f"not prepared: {type(exc).__name__}: {exc}" for plot in self._plots}
+        self._asked = [spec["file"] for spec in specs]
+        line = ""
+        if specs:
+            for folder in {Path(spec["path"]).parent for spec in specs}:
+                folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix="paperleet-plots-", suffix=".json")
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"figures": specs}, handle)
+            self._payload, line = Path(name), name
+        self._send(line)
+
+    def _send(self, line: str) -> None:
+        if self._process is None or self._process.stdin is None:
+            return
+        try:
+            self._process.stdin.write(line + "\n")  # a short line never fills the pipe: this cannot block
+            self._process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # the child is gone already; `result` says how
+
+    def result(self) -> list[str]:
+        """The learner-plot files drawn (previews beside them are not listed); at most PLOT_TIMEOUT_S of waiting."""
+        if self._written is not None:
+            return self._written
+        if self._deadline is None:
+            self.submit(None)
+        assert self._deadline is not None
+        outcome = self._wait(max(self._deadline - time.monotonic(), 0.5))
+        self.close()
+        # the learner's plots only: a preview beside one that failed leaves the problem's shared preview in place
+        asked = [file for file in self._asked if file in {plot.file for plot in self._plots}]
+        written = outcome.get("written", [])
+        failed = outcome.get("failed", {})
+        for file in asked:
+            if file not in written:
+                self.failures[file] = clean_line(failed.get(file) or outcome.get("error") or "not drawn", 300)
+        self._written = [file for file in asked if file in written]
+        return self._written
+
+    def _wait(self, timeout: float) -> dict[str, Any]:
+        if self._process is None:
+            return {"error": self._start_error}
+        try:
+            out, err = self._process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            return {"error": f"not drawn within {self._timeout_s:g} s"}
+        if self._process.returncode != 0 or not out.strip():
+            code = self._process.returncode
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+            return {"error": f"the plotting process ended with {how}: {clean_line(err.strip()[-200:])}"}
+        try:
+            outcome = json.loads(out.strip().splitlines()[-1])
+        except ValueError:
+            return {"error": "the plotting process answered something unreadable"}
+        return outcome if isinstance(outcome, dict) else {"error": "the plotting process answered a non-object"}
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._process.communicate()
+
+    def close(self) -> None:
+        """End the child if it is still there and remove the specs file; safe to call more than once."""
+        self._kill()
+        if self._payload is not None:
+            self._payload.unlink(missing_ok=True)
+            self._payload = None
+
+    def notes(self) -> str:
+        """The reasons plots are missing, in one sentence for the report."""
+        if not self.failures:
+            return ""
+        return "Plots not drawn: " + "; ".join(f"{file} ({why})" for file, why in sorted(self.failures.items()))
+
+
+def draw(plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Path, note: str = "",
+         reference: bool = False) -> list[str]:
+    """Draw `series` and wait: every plot whose series are present and aligned; return the file names written.
+
+    Specs label the learner's curves "your ..."; a `reference` preview labels the same curves "reference ...".
+    """
+    job = PlotJob(plots, out_dir, note, as_reference=reference)
+    job.submit(series)
+    return job.result()

@@ -1,0 +1,53 @@
+"""`check --watch FILE` in a learner pack: grade the file on the public cases again each time it is saved.
+
+The pack's cases and the reference's observations are loaded once; each save is graded in a fresh sandboxed
+worker, as `check` grades it, and `reports/<file stem>.json` is rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+from grader.course.learner_pack import DATA_FILE, PackedCases, PackedProblem, hidden_checks, learner_report
+from grader.judge.expectations import Expectations
+from grader.judge.grading import grade
+from grader.model.problem import Problem
+from grader.model.verdicts import ExitCode
+from grader.outputs.report import Report, write_atomic
+from grader.watch.loop import Outcome, Snapshot, watch
+
+
+class PackJudge:
+    """Grades snapshots of one file on the pack's public cases."""
+
+    def __init__(self, root: Path, file: Path, report_path: Path) -> None:
+        self.root, self.file, self.report_path = root, file, report_path
+        self.problem: PackedProblem | None = None
+        self.cases: PackedCases | None = None
+
+    def start(self) -> None:
+        self.problem, self.cases = PackedProblem.load(self.root), PackedCases(self.root / DATA_FILE)
+
+    def grade(self, snapshot: Snapshot, publish: Callable[[], bool], show: Callable[[Report], None],
+              ) -> Outcome | None:
+        assert self.problem is not None and self.cases is not None
+        graded = grade(cast(Problem, self.problem), snapshot.path, self.cases.seed, self.problem.spec.limits,
+                       expectations=cast(Expectations, self.cases), command=f"python check {self.file}")
+        if not publish():
+            return None
+        show(graded.report)
+        write_atomic(self.report_path, json.dumps(learner_report(graded.report, self.problem.full_spec), indent=2)
+                     + "\n")
+        hidden = len(hidden_checks(self.problem.full_spec))
+        note = f"{hidden} more checks run only in the official grade, on hidden cases" if hidden else ""
+        return Outcome(graded.report, self.report_path, note)
+
+    def close(self) -> None:
+        """Every worker is gone once its grade returns: nothing else to end."""
+
+
+def watch_check(root: Path, file: Path, report_path: Path) -> ExitCode:
+    return watch(file, PackJudge(root, file, report_path))
