@@ -1,7 +1,8 @@
 """`make bench`: grading cost as a ratio to one `python -c "import torch"`, measured side by side in one run.
 
-Four measurements against the same floor: a cold `grade` of one file, `grade-all` of a class (per file), and
-the `watch` loop's re-grade after a save (from the save to the new report.json on disk, the debounce included).
+Measurements against the same floor: a cold `grade` of one file, `grade-all` of a class (per file), a cold
+grade of a file holding a declared misreading with follow-through credit and without, and the `watch` loop's
+re-grade after a save (from the save to the new report.json on disk, the debounce included).
 Floor runs are interleaved with the others, so that load from elsewhere on the machine hits both alike; the
 ratios are the result, the seconds only say how loaded the machine was. Beside each wall-time ratio, the ratio
 of CPU time (every process of the measurement, against the floor's), which load from elsewhere barely moves.
@@ -89,6 +90,8 @@ class Samples:
     single: list[Run] = field(default_factory=list)
     single_phases: list[dict[str, float]] = field(default_factory=list)
     batch_per_file: Run = Run(0.0, 0.0)
+    misread: dict[str, list[Run]] = field(default_factory=dict)  # a misreading's file, with follow-through or not
+    misread_phases: list[dict[str, float]] = field(default_factory=list)
     saves: dict[str, list[Run]] = field(default_factory=dict)  # per kind of edit
     save_phases: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
@@ -182,6 +185,29 @@ def edit_pairs(args: argparse.Namespace) -> dict[str, tuple[Path, Path]]:
             if path is not None}
 
 
+def misreading_file(problem_id: str) -> Path | None:
+    """The known-wrong file of the problem's first declared misreading: a grade that diagnoses and follows through."""
+    problem = Problem(problem_id)
+    declared = [m.solution for m in problem.misconceptions]
+    wrong = {w.path.name: w.path for w in problem.known_wrong()}
+    return next((wrong[name] for name in declared if name in wrong), None)
+
+
+def measure_follow_through(python: str, args: argparse.Namespace, work: Path, samples: Samples) -> None:
+    """A cold grade of a file that holds a misreading, with follow-through credit (the default) and without,
+    interleaved; the diagnosis phase of the first says what naming the misreading costs."""
+    file = misreading_file(args.problem)
+    if file is None:
+        return
+    grade = [python, "-m", "grader", "grade", str(file), "--problem", args.problem, "--out", str(work / "misread")]
+    subprocess.run(grade, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)  # caches
+    for _ in range(args.runs):
+        samples.misread.setdefault("with follow-through", []).append(timed(grade))
+        samples.misread_phases.append(json.loads((work / "misread" / "report.json").read_text())["phases"])
+        samples.misread.setdefault("without", []).append(timed([*grade, "--no-follow-through"]))
+        samples.floor.append(floor_run(python))
+
+
 def measure(args: argparse.Namespace, work: Path) -> Samples:
     python = sys.executable
     samples = Samples()
@@ -201,6 +227,7 @@ def measure(args: argparse.Namespace, work: Path) -> Samples:
                         str(batch_dir), "--out", str(work / "batch_out"), "--jobs", str(os.cpu_count() or 1)])
     samples.batch_per_file = Run(batch_wall.wall / args.batch, batch_wall.cpu / args.batch)
     samples.floor.append(floor_run(python))
+    measure_follow_through(python, args, work, samples)
     measure_watch(python, args.problem, edit_pairs(args), args.saves, work, samples)
     return samples
 
@@ -229,6 +256,9 @@ def show(args: argparse.Namespace, samples: Samples) -> None:
     row(f"grade one submission, cold (median of {len(samples.single)})", _median(samples.single), "<= 2.0 (1.5)")
     phases(samples.single_phases, "grade")
     row(f"grade-all {args.batch} submissions, per submission", samples.batch_per_file, "<= 0.35 (0.25)")
+    for how, runs in samples.misread.items():
+        row(f"grade a misreading's file, cold, {how} (median of {len(runs)})", _median(runs), "")
+    phases([{k: v for k, v in p.items() if k == "diagnosis"} for p in samples.misread_phases], "misreading")
     for kind, runs in samples.saves.items():
         if runs:
             row(f"watch, {kind}: save to new report.json (median of {len(runs)}, slowest "

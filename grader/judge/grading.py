@@ -274,9 +274,11 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
             if series_sink is not None:
                 series_sink(_prefetch_series(grading, problem))
             runs = {check.id: run_check(grading, check) for check in visible_first(problem.spec.checks, expectations)}
+            diagnosing = time.monotonic()
             failing = _failing_cases(runs.values())
             findings = diagnose(failing, problem.misconceptions,
                                 _contradictions(grading, runs.values(), candidates(failing)))
+            grading.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
             visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
             charged = {f.misconception.id: f.misconception for f in findings} if follow else {}
             # a visible check's score must follow from visible results alone (a learner reads it before hidden

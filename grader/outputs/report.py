@@ -97,7 +97,7 @@ class Report(Model):
     stdout: str = ""
     stderr: str = ""
     duration_s: float = 0.0
-    phases: dict[str, float] = {}  # seconds: worker_start, T0..T3, plots, report (for `make bench`)
+    phases: dict[str, float] = {}  # seconds: worker_start, T0..T3, diagnosis, plots, report (for `make bench`)
     message: str = ""
     diagnosis: list[Diagnosis] = []  # most failing cases explained first
     follow_through: bool = True  # whether cases a charged misreading explains earned their points elsewhere
