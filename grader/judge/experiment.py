@@ -50,7 +50,8 @@ class _Replayed(torch.autograd.Function):
     """A value computed elsewhere, with the gradients computed there, spliced into this process's graph."""
 
     @staticmethod
-    def forward(ctx: Any, value: torch.Tensor, grads: tuple[torch.Tensor | None, ...], *inputs: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, value: torch.Tensor, grads: tuple[torch.Tensor | None, ...],
+                *inputs: torch.Tensor) -> torch.Tensor:
         ctx.grads = grads
         return value.clone()
 

@@ -189,7 +189,7 @@ class Grading:
         return self.problem.spec.functions
 
     def tolerances(self) -> dict[str, Tolerance]:
-        return dict(self.problem.spec.tolerances.items())  # keyed by dtype name: str, not the spec's literals
+        return self.problem.tolerances
 
     def experiment(self) -> list[PartResult]:
         """The toy run with the learner's functions, once; it never takes more than half of what is left."""
