@@ -31,7 +31,7 @@ ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup torch grade test previews validate bench lint clean
+.PHONY: setup torch grade test previews validate bench lint typecheck clean
 
 setup: $(STAMP)
 
@@ -73,11 +73,15 @@ grade: previews
 validate: setup
 	for p in $(PROBLEMS); do $(PY) -m grader validate --problem $$p --jobs $(JOBS) || exit $$?; done
 
-test: setup
+test: setup lint typecheck
 	$(PY) -m pytest -q
 
 lint: setup
 	$(PY) -m ruff check grader tests
+
+# mypy with the pydantic plugin; what it checks, and how strictly, is in pyproject.toml's [tool.mypy]
+typecheck: setup
+	$(PY) -m mypy
 
 clean:
 	rm -rf artifacts/*/ artifacts/*.json .pytest_cache

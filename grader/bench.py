@@ -160,7 +160,8 @@ def measure_watch(python: str, problem: str, pairs: dict[str, tuple[Path, Path]]
                                           WATCH_START_TIMEOUT_S if index == 0 else SAVE_TIMEOUT_S)
                 if index > 0:
                     runs.append(Run(time.perf_counter() - started, tree_cpu(watcher.pid) - cpu))
-                    phases.append(dict(report.get("phases", {})))  # type: ignore[arg-type]
+                    found = report.get("phases", {})
+                    phases.append(dict(found) if isinstance(found, dict) else {})
                     samples.floor.append(floor_run(python))
         finally:
             watcher.send_signal(signal.SIGINT)

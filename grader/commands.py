@@ -22,7 +22,7 @@ from grader.course.shards import Shard, ShardError, merge, parse_shard
 from grader.course.validate import run_validation
 from grader.judge.expectations import Expectations
 from grader.judge.grading import Graded, grade
-from grader.model.problem import PROJECT_ROOT, Problem
+from grader.model.problem import Problem
 from grader.model.spec import Limits
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
@@ -31,6 +31,7 @@ from grader.outputs.pages import write_dashboard, write_report_page
 from grader.outputs.plots import PlotJob, draw, preview_file, series_tolerances
 from grader.outputs.report import Report, reproduce_command, round_score, write_atomic, write_report
 from grader.outputs.terminal import grading_progress, print_class_table, print_report
+from grader.paths import PROJECT_ROOT
 from grader.text import clean_line, csv_cell, submission_folder
 
 

@@ -91,7 +91,7 @@ def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem
     """Per case, on the public and every hidden seed; constant clipfrac is judged on the cases that return."""
     reference = problem.reference[PROBLEM]
     clipfrac_only = {f"clipfrac {v:g}": _constant_clipfrac(reference, v) for v in (0.0, 1.0)}
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     passes = []
     for seed in _seeds(problem):
         for check in problem.spec.checks:
@@ -131,7 +131,7 @@ def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
 @pytest.mark.parametrize("cases", ["random_tis", "random_icepop"])
 def test_reference_matches_oracle_on_every_t1_case(problem: Problem, cases: str) -> None:
     check = next(c for c in problem.spec.checks if c.cases == cases)
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     failures = []
     for seed in _seeds(problem):
         for call in problem.case_generator(cases)(generator_for(seed, cases)):

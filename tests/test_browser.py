@@ -88,7 +88,7 @@ class Chromium:
                 raise BrowserError(f"Chromium closed its DevTools pipe: {err}")
             self._buffer += chunk
         message, _, self._buffer = self._buffer.partition(b"\0")
-        return json.loads(message)  # type: ignore[no-any-return]
+        return json.loads(message)
 
     def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
              timeout: float = 30) -> dict[str, Any]:
@@ -105,7 +105,7 @@ class Chromium:
             elif "error" in reply:
                 raise BrowserError(f"{method}: {reply['error']}")
             else:
-                return reply.get("result", {})  # type: ignore[no-any-return]
+                return reply.get("result", {})
 
     def wait_for(self, method: str, session: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

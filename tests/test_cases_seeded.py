@@ -295,7 +295,7 @@ def test_no_graded_group_can_be_answered_from_the_pack(problem_id: str, monkeypa
     shown = {function: [entry["expected"] for entry in entries]
              for function, entries in pack_answers(problem).items()}
     expectations = Expectations(problem, problem.grading_seeds[0], use_cache=False)
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     copied = []
     for check in problem.spec.checks:
         if check.kind != "differential" or check.tier not in GRADED_TIERS or not check.cases:

@@ -48,7 +48,8 @@ def run_main(capsys: pytest.CaptureFixture[str]):
 def _without_timings(value: Any) -> Any:
     """A report with every timing zeroed, output lines sorted and the worker slot's uid left out."""
     if isinstance(value, dict):
-        clean = {k: 0.0 if k in TIMING_KEYS else _without_timings(v) for k, v in value.items() if k not in DROPPED_KEYS}
+        clean: dict[str, Any] = {k: 0.0 if k in TIMING_KEYS else _without_timings(v) for k, v in value.items()
+                                 if k not in DROPPED_KEYS}
         if isinstance(clean.get("isolation"), dict):
             clean["isolation"]["uid"] = None  # one uid per concurrent slot, whichever was free
         for stream in ("stdout", "stderr"):

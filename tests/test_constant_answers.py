@@ -114,7 +114,7 @@ FORGERS: dict[str, Forger] = {
 
 def _differential(problem: Problem, expectations: Expectations, check: CheckSpec, forge: Forger) -> float:
     assert check.cases is not None
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     outcomes = []
     for index, call in enumerate(expectations.cases(check.cases)):
         want = expectations.observation(check.expected, check.cases, index)

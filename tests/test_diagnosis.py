@@ -12,7 +12,7 @@ from grader.judge.compare import Mismatch
 from grader.judge.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
 from grader.judge.observation import Outcome
 from grader.model.spec import CheckSpec, SpecError
-from grader.model.verdicts import Verdict
+from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_diagnosis
 from grader.outputs.report import Diagnosis
 
@@ -90,7 +90,7 @@ def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
 
     tiers = [TierResult(tier="T1", title="t", score=0, max_score=2,
                         checks=[check("oracle", "after_published"), check("ddof", "visible")])]
-    report = Report(problem="p", submission="s.py", submission_sha256="0", status="graded", score=0, max_score=2,
+    report = Report(problem="p", submission="s.py", submission_sha256="0", status=Status.GRADED, score=0, max_score=2,
                     tiers=tiers, artifacts=[], seed=1, versions=Versions(python="3", torch="2", grader="0"),
                     problem_hash="0", command="c", diagnosis=[
                         Diagnosis(id="bessel", explanation="e", cases_explained=3, cases_failing=4,

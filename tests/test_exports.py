@@ -11,15 +11,16 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from grader.judge import checks
 from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
-from grader.judge.grading import checks
 from grader.judge.observation import Outcome, judge_case
 from grader.model.problem import Problem
-from grader.model.spec import CheckSpec, Tolerance
+from grader.model.spec import Aspect, CheckSpec, Tolerance
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
 from grader.outputs.learner_view import learner_view
@@ -226,7 +227,7 @@ def test_class_junit_has_one_suite_per_submission(exports: Exports) -> None:
     checks = len(exports.report.checks())
     assert all(int(s.get("tests", -1)) == len(s.findall("testcase")) == checks for s in suites)
     assert int(suites[0].get("errors", -1)) == checks
-    properties = {p.get("name"): p.get("value") for p in suites[1].iter("property")}
+    properties = {p.get("name"): p.attrib["value"] for p in suites[1].iter("property")}
     assert properties["status"] == "graded"
     assert float(properties["score"]) == pytest.approx(exports.report.score, abs=0.01)
     assert int(root.get("tests", -1)) == 2 * checks
@@ -346,7 +347,8 @@ def _raised(kind: str, bases: list[str]) -> dict:
 
 
 SECRET_T = torch.full((7, 13), float(SECRET), dtype=torch.float64)
-CASES = {  # name: (got, want, aspects, sent)
+Case = tuple[dict[str, Any], dict[str, Any], list[Aspect], dict[str, Any]]  # got, want, aspects, sent
+CASES: dict[str, Case] = {
     "values": ({"output": _tensor(torch.zeros(7, 13, dtype=torch.float64))}, {"output": _tensor(SECRET_T)},
                ["values"], {}),
     "shape": ({"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))}, {"output": _tensor(SECRET_T)},

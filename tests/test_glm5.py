@@ -83,7 +83,7 @@ def _trivial_functions() -> dict[str, dict]:
 def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_grading_seed(problem: Problem) -> None:
     """Per-case, so a lucky case cannot hide behind a check's other cases; every hidden seed, not just the first."""
     trivial = _trivial_functions()
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     passes = []
     for seed in problem.grading_seeds:
         for check in problem.spec.checks:

@@ -80,7 +80,7 @@ def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
 
 
 def test_reference_matches_oracle_on_every_t1_case(problem: Problem) -> None:
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     failures = []
     for seed in [problem.spec.public_seed, *problem.grading_seeds]:
         for check in problem.spec.checks:
@@ -122,7 +122,7 @@ def test_reference_series_are_float64_vectors(problem: Problem) -> None:
 def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem) -> None:
     """Per case, on the public seed and every hidden one; centring alone is trivial only where normalization is due."""
     trivial = _trivial_functions()
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     passes = []
     for seed in [problem.spec.public_seed, *problem.grading_seeds]:
         for check in problem.spec.checks:

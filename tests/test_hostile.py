@@ -29,7 +29,7 @@ from grader.judge.grading import Graded
 from grader.model.problem import Problem
 from grader.model.spec import Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
-from grader.outputs import plots
+from grader.outputs import pages, plots
 from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
 from grader.outputs.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
 from grader.outputs.report import Report, load_report
@@ -94,9 +94,11 @@ class Listeners:
     def __init__(self) -> None:
         self.knocks: list[str] = []
         self.sockets: list[socket.socket] = []
-        for family, kind, address in [(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", LISTENER_PORT)),
-                                      (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", LISTENER_PORT)),
-                                      (socket.AF_UNIX, socket.SOCK_STREAM, ABSTRACT_SOCKET)]:
+        endpoints: list[tuple[socket.AddressFamily, socket.SocketKind, tuple[str, int] | str]] = [
+            (socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", LISTENER_PORT)),
+            (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", LISTENER_PORT)),
+            (socket.AF_UNIX, socket.SOCK_STREAM, ABSTRACT_SOCKET)]
+        for family, kind, address in endpoints:
             sock = socket.socket(family, kind)
             try:
                 sock.bind(address)
@@ -243,6 +245,7 @@ def test_status_is_the_expected_one(hostile: Hostile, stem: str) -> None:
 @pytest.mark.parametrize("stem", [s for s in FILES if expected(s).score is not None])
 def test_score_is_what_an_honest_equivalent_earns(hostile: Hostile, stem: str) -> None:
     want = expected(stem).score
+    assert want is not None  # the parametrization keeps only files that declare a score
     report = hostile.reports[stem]
     if want == "signatures_only":
         checks = checks_of(report)
@@ -464,7 +467,7 @@ def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
                 raise failures[file.stem]
             return Graded(_passing(problem, file, seed), None)
 
-        real_page = commands.write_report_page
+        real_page = pages.write_report_page
 
         def fake_page(problem: Problem, report: Report, out_dir: Path, previews: Path) -> Path:
             if where == "page" and Path(report.submission).stem in failures and report.status == "graded":
@@ -519,7 +522,8 @@ def test_a_single_grade_replaces_a_stale_report_with_its_judge_error(monkeypatch
         raise KeyError("boom")
 
     monkeypatch.setattr(commands, "grade", failing)
-    report = commands.grade_into(problem, file, 1, problem.spec.limits, out, _FakeExpectations(problem, 1))
+    stand_in = _FakeExpectations(problem, 1)  # not an Expectations: a stand-in with the one method used
+    report = commands.grade_into(problem, file, 1, problem.spec.limits, out, stand_in)  # type: ignore[arg-type]
     assert report.status == "judge_error" and load_report(out / "report.json") == report
 
 

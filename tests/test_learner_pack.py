@@ -421,7 +421,7 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 def _seeded_tensors(problem: Problem, seed: int, public_only: bool) -> list[torch.Tensor]:
     """Every case input and expected output (values and gradients) of the problem's checks under `seed`."""
     expect = Expectations(problem, seed, use_cache=False)
-    found = []
+    found: list[torch.Tensor] = []
     for check in problem.spec.checks:
         if not check.cases or (public_only and not check.public):
             continue
@@ -461,7 +461,7 @@ def _with_storage(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         if t.dtype not in MANTISSA_BITS:
             continue
         storage = t.untyped_storage()
-        whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.nbytes() // t.element_size(),))
+        whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.nbytes() // t.element_size(),), (1,))
         found += [t.contiguous().flatten(), whole]
     return found
 

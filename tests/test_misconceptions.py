@@ -252,8 +252,8 @@ def _trivial_kinds(observations: list[tuple[Case, dict[str, Any]]]) -> Iterator[
     if not returned:
         yield "always raises"
         return
-    constants = [_constants(obs) for _, obs in returned]
-    if all(c is not None for c in constants) and all(_same_constants(constants[0], c) for c in constants):
+    constants = [c for _, obs in returned if (c := _constants(obs)) is not None]
+    if len(constants) == len(returned) and all(_same_constants(constants[0], c) for c in constants):
         yield f"the same constant {constants[0]} everywhere"
     if all(_echoes_an_input(obs, case.call) for case, obs in returned):
         yield "an input echoed back"
@@ -275,7 +275,8 @@ def test_trivial_detector_flags_constant_answers_and_spares_the_reference(proble
     reference = [(c, c.expected) for c in cases]
     assert not list(_trivial_kinds(reference))
     for fill in (0.0, 1.0, float("nan")):
-        constant = [(c, _replace_output(c.expected, lambda v, x=fill: torch.full_like(v, x))) for c in cases]
+        filled = functools.partial(torch.full_like, fill_value=fill)
+        constant = [(c, _replace_output(c.expected, filled)) for c in cases]
         assert any("constant" in kind for kind in _trivial_kinds(constant)), fill
     first_input = [(c, {"output": {"kind": "tensor", "value": next(
         v for v in c.call.kwargs.values() if type(v) is torch.Tensor).clone(), "requires_grad": False,
@@ -293,7 +294,7 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
     observations = [(case, _observe(functions, case.call)) for case in _public_cases(problem_id)]
     differing = {case.check.id for case, obs in observations
                  if judge_case(case.call.function, case.call.kwargs, obs, case.expected, case.check.compare,
-                               problem.spec.tolerances).verdict != Verdict.PASS}
+                               problem.tolerances).verdict != Verdict.PASS}
     assert differing, f"{misconception_id}: behaves like the reference on every public case"
     # an owner is charged only when one of its cases fails; a toy-only owner set is left to `validate`
     differential_owners = {c.id for c in problem.spec.checks if c.id in entry["owners"] and c.cases}

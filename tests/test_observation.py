@@ -19,7 +19,7 @@ from grader.judge.observation import (
     judge_case,
     sanitize,
 )
-from grader.model.spec import Tolerance
+from grader.model.spec import Aspect, Tolerance
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
@@ -112,7 +112,7 @@ def test_value_mismatch_fails_with_evidence() -> None:
     (lambda logp: logp.detach().reshape(3, 2) * 2, "shape", "expected shape (2, 3), got (3, 2)"),
     (lambda logp: logp * 2, "requires_grad", "detach it"),
 ])
-def test_each_output_aspect_names_what_differs(function: Any, aspect: str, words: str) -> None:
+def test_each_output_aspect_names_what_differs(function: Any, aspect: Aspect, words: str) -> None:
     got = observed(function, ("logp",))
     outcome = judge_case("f", {"logp": X}, got, observed(double, ("logp",)), [aspect], TOLERANCES)
     assert outcome.verdict == Verdict.FAIL and outcome.mismatch is not None
@@ -179,7 +179,7 @@ def test_sys_exit_is_observed_as_an_exception() -> None:
 
 # ---------------------------------------------------------------- gradients
 
-GRAD_ASPECTS = ["backward", "grads"]
+GRAD_ASPECTS: list[Aspect] = ["backward", "grads"]
 
 
 def grads_obs(**grads: torch.Tensor | None) -> dict[str, Any]:
@@ -233,7 +233,7 @@ def test_nan_gradient_fails() -> None:
 
 
 def test_untouched_inputs_pass_even_with_nan() -> None:
-    sent = {"logp": torch.tensor([1.0, float("nan")]), "clip_low": 0.2}
+    sent: dict[str, Any] = {"logp": torch.tensor([1.0, float("nan")]), "clip_low": 0.2}
     assert compare_inputs(sent, {"inputs_after": {"logp": sent["logp"].clone()}}) is None
 
 

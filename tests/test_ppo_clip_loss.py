@@ -89,7 +89,7 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Call
     for index, call in enumerate(_calls(problem, check, seed)):
         want = _observe(source[call.function], call)
         got = sanitize(_observe(function, call))
-        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
         label, ok = verdicts.get(_group_key(index, call), (call.label, True))
         verdicts[_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
     return [label for label, ok in verdicts.values() if ok]
@@ -137,7 +137,7 @@ def test_reference_matches_oracle_on_every_t1_case_of_every_seed(problem: Proble
             for call in _calls(problem, check, seed):
                 want = _observe(problem.oracle[call.function], call)
                 got = _observe(problem.reference[call.function], call)
-                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
                 if outcome.verdict != Verdict.PASS:
                     failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
     assert not failures, "\n".join(failures[:10])

@@ -44,7 +44,7 @@ def problem_ids() -> set[str]:
 
 @pytest.mark.parametrize("seed", GRADING_SEEDS)
 def test_reference_equals_oracle_on_every_t1_case(problem: Problem, seed: int) -> None:
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     names = sorted({c.cases for c in problem.spec.checks if c.tier == "T1" and c.cases})
     assert names, "T1 declares no cases"
     for name in names:
@@ -111,7 +111,7 @@ def test_known_wrong_header_parses_lists(tmp_path: Path) -> None:
     path = tmp_path / "w.py"
     path.write_text("# defect: off by one\n# must_fail: a, b\n# may_fail:\nx = 1\n")
     wrong = parse_known_wrong(path)
-    assert (wrong.defect, wrong.must_fail, wrong.may_fail) == ("off by one", {"a", "b"}, frozenset())
+    assert (wrong.defect, wrong.must_fail, wrong.may_fail) == ("off by one", frozenset({"a", "b"}), frozenset())
 
 
 def test_known_wrong_without_must_fail_is_rejected(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import io
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -16,14 +17,14 @@ from grader.worker.protocol import ProtocolError, decode, encode, read_frame, wr
 HEADER_BYTES = 8
 
 
-def roundtrip(message: dict) -> dict:
+def roundtrip(message: dict[str, Any]) -> dict[str, Any]:
     frame = encode(message)
     assert int.from_bytes(frame[:HEADER_BYTES], "big") == len(frame) - HEADER_BYTES
     return decode(frame[HEADER_BYTES:])
 
 
 def test_plain_data_round_trips() -> None:
-    message = {
+    message: dict[str, Any] = {
         "op": "call", "n": 3, "x": 0.25, "flag": True, "nothing": None, "names": ["logp", "mask"],
         "nested": {"deep": [1, {"deeper": "yes"}]}, "nan": math.nan,
         "tensors": [torch.arange(6, dtype=torch.float64).reshape(2, 3), torch.tensor([True, False]),

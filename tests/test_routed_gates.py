@@ -103,7 +103,7 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int,
         want = _observe(source[call.function], call)
         for name, function in functions.items():
             got = sanitize(_observe(function, call))
-            outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+            outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
             label, ok = verdicts[name].get(_group_key(index, call), (call.label, True))
             verdicts[name][_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
     return {name: [label for label, ok in found.values() if ok] for name, found in verdicts.items()}
@@ -121,7 +121,7 @@ def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str,
 
 def _wrong(problem: Problem, name: str) -> Callable[..., Any]:
     module = load_module(f"paperleet_test_routed_{name}", problem.reference_dir / "wrong" / f"{name}.py")
-    return module.routed_gates  # type: ignore[no-any-return]
+    return module.routed_gates
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_reference_matches_oracle_on_every_t1_case_of_every_seed(problem: Proble
                 assert call.hidden, call.label
                 want = _observe(problem.oracle[call.function], call)
                 got = _observe(problem.reference[call.function], call)
-                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.spec.tolerances)
+                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
                 if outcome.verdict != Verdict.PASS:
                     failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
     assert not failures, "\n".join(failures[:10])

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -394,7 +394,7 @@ def test_a_compressed_frame_is_refused_before_it_is_inflated() -> None:
 
 
 def test_what_torch_save_writes_passes() -> None:
-    message = {"op": "observed", "output": {"kind": "tensor", "value": torch.randn(64, 64)}}
+    message: dict[str, Any] = {"op": "observed", "output": {"kind": "tensor", "value": torch.randn(64, 64)}}
     payload = _frame(message)
     _check_archive(payload)
     assert torch.equal(_check_tensors(protocol.decode(payload))["output"]["value"], message["output"]["value"])
@@ -562,7 +562,7 @@ def test_the_threat_model_lists_the_filter_as_it_is() -> None:
 CLONE_SIGHAND = 0x800  # without CLONE_VM the kernel itself answers EINVAL: EPERM can only be the filter's
 # (label, call, arguments, errno it must end in). Arguments are chosen, where the kernel allows, so that without
 # the filter the call would succeed or fail otherwise (EFAULT, EINVAL, EBADF, ENOENT, ESRCH): EPERM is the filter's.
-REFUSED: list[tuple[str, str, list[int | str], str]] = [
+REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
     ("add_key", "add_key", ["user", "paperleet-probe", "v", 1, -2], "EPERM"),
     ("keyctl", "keyctl", [0, -4, 0], "EPERM"),
     ("request_key", "request_key", ["user", "paperleet-none", 0, 0], "EPERM"),
@@ -623,7 +623,7 @@ REFUSED: list[tuple[str, str, list[int | str], str]] = [
     ("socket AF_UNIX", "socket", [1, 1, 0], "ok"),
     ("ioctl TCGETS", "ioctl", [0, 0x5401, 0], "ENOTTY"),
 ]
-X86_64_REFUSED: list[tuple[str, str, list[int | str], str]] = [
+X86_64_REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
     ("modify_ldt", "modify_ldt", [0, 0, 0], "EPERM"), ("iopl", "iopl", [3], "EPERM"),
     ("ioperm", "ioperm", [0, 1, 1], "EPERM"),
 ]

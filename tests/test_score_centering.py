@@ -100,11 +100,12 @@ def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
 
 
 def test_reference_matches_oracle_on_every_t1_case(problem: Problem) -> None:
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     failures = []
     for seed in _seeds(problem):
         for check in _scored_checks(problem, ("T1",)):
             assert check.expected == "oracle" and not check.public and check.visibility == "after_published"
+            assert check.cases is not None
             for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
                 assert call.hidden, call.label
                 want = _observe(problem.oracle[FUNCTION], call)
@@ -120,11 +121,12 @@ def test_every_group_of_t1_t2_cases_is_discriminating(problem: Problem) -> None:
     reference passes every case (so float32 cases are well conditioned)."""
     trivial = _functions(_trivial_sources())
     learners = {**trivial, "float64 arithmetic": _float64_learner()}
-    tolerances = dict(problem.spec.tolerances)
+    tolerances = problem.tolerances
     trivial_passes, float64_failures = [], []
     for seed in _seeds(problem):
         for check in _scored_checks(problem, ("T1", "T2")):
             source = problem.oracle if check.expected == "oracle" else problem.reference
+            assert check.cases is not None
             calls = problem.case_generator(check.cases)(generator_for(seed, check.cases))
             wants = [_observe(source[FUNCTION], call) for call in calls]
             for name, function in learners.items():
@@ -146,6 +148,7 @@ def test_every_group_holds_a_call_whose_answer_depends_on_its_inputs(problem: Pr
     """Raising, a zero loss, unchanged inputs: constant answers never make a group on their own."""
     lonely = []
     for check in _scored_checks(problem, ("T0", "T1", "T2")):
+        assert check.cases is not None
         calls = problem.case_generator(check.cases)(generator_for(problem.grading_seeds[0], check.cases))
         for group in _groups(calls):
             observations = [_observe(problem.reference[FUNCTION], calls[i]) for i in group]

@@ -21,12 +21,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 if __package__:
     from grader.confine import seccomp
 else:  # run as a script, where -I puts no folder on sys.path: this one goes last, behind the standard library
     sys.path.append(os.path.dirname(__file__))
-    import seccomp  # type: ignore[no-redef]
+    import seccomp  # type: ignore[no-redef,import-not-found]  # the same module, found on the path just set
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -96,7 +97,7 @@ def mask(target: str) -> None:
         bind("/dev/null", target, read_only=True)
 
 
-def build_root(config: dict) -> None:
+def build_root(config: dict[str, Any]) -> None:
     box = config["box"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
     mount("tmpfs", box, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
@@ -202,7 +203,7 @@ def filter_system_calls() -> None:
         fail(f"could not install the system call filter: {exc.strerror or exc}")
 
 
-def confine(config: dict, parent: int | None, death_signal: int = signal.SIGKILL) -> None:
+def confine(config: dict[str, Any], parent: int | None, death_signal: int = signal.SIGKILL) -> None:
     """Give up every privilege, so that what runs next is no stronger than the worker, and get `death_signal`
     when the parent dies."""
     privileged = bool(config.get("box")) or os.geteuid() == 0
@@ -265,7 +266,7 @@ def _stop(signum: int, frame: object) -> None:
     raise Stop()
 
 
-def run(config: dict, serve: Callable[[], None] | None = None) -> None:
+def run(config: dict[str, Any], serve: Callable[[], None] | None = None) -> None:
     """Fork the worker and stay behind as its init: reap orphans while it runs; when it ends, or the judge
     sends SIGTERM, kill everything it left and exit with its status (a signal's death reads as 128 + N).
 
@@ -307,9 +308,9 @@ def run(config: dict, serve: Callable[[], None] | None = None) -> None:
     os._exit(128 - code if code < 0 else code)
 
 
-def read_config() -> dict:
+def read_config() -> dict[str, Any]:
     """The config, from stdin; stdin then reads /dev/null, as the worker's always has."""
-    config = json.loads(sys.stdin.buffer.read())
+    config: dict[str, Any] = json.loads(sys.stdin.buffer.read())
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -320,7 +321,7 @@ def main() -> None:
     start(read_config())
 
 
-def start(config: dict, serve: Callable[[], None] | None = None) -> None:
+def start(config: dict[str, Any], serve: Callable[[], None] | None = None) -> None:
     """Everything between a fresh (namespaced) process and the running worker; never returns."""
     if config.get("die_with_parent"):
         _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)

@@ -140,7 +140,7 @@ def _expected_only(observation: dict[str, Any]) -> dict[str, Any]:
 
     An exception's message is the reference's own text, and the inputs after the call repeat the inputs sent.
     """
-    kept = {key: observation[key] for key in ("output", "grads") if key in observation}
+    kept: dict[str, Any] = {key: observation[key] for key in ("output", "grads") if key in observation}
     for key in ("raised", "backward_error"):
         if key in observation:
             exc = observation[key]
@@ -339,7 +339,7 @@ def learner_report(report: Report, full_spec: ProblemSpec) -> dict[str, Any]:
 def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]:
     """One row per check of the spec, in its order: a public check's result, or a hidden check's note."""
     ran = {check["id"]: (tier["tier"], check) for tier in view["tiers"] for check in tier["checks"]}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for spec in full_spec.checks:
         if spec.id not in ran:
             rows.append((spec.tier, spec.id, "", "[dim]hidden[/]", f"-/{spec.points:g}", f"[dim]{HIDDEN_NOTE}[/]"))

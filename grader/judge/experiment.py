@@ -50,12 +50,13 @@ class _Replayed(torch.autograd.Function):
     """A value computed elsewhere, with the gradients computed there, spliced into this process's graph."""
 
     @staticmethod
-    def forward(ctx: Any, value: torch.Tensor, grads: tuple[torch.Tensor | None, ...], *inputs: torch.Tensor):
+    def forward(ctx: Any, value: torch.Tensor, grads: tuple[torch.Tensor | None, ...],
+                *inputs: torch.Tensor) -> torch.Tensor:
         ctx.grads = grads
         return value.clone()
 
     @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor):  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         scaled = tuple(None if g is None else grad_output * g for g in ctx.grads)
         return (None, None, *scaled)
 
@@ -158,7 +159,7 @@ class Driver:
                                             f"{error.get('message')}")
         grads = observation.get("grads", {})
         ordered = tuple(grads.get(name) for name in wrt)
-        return put_back(_Replayed.apply(scalar, ordered, *inputs))
+        return put_back(_Replayed.apply(scalar, ordered, *inputs))  # type: ignore[no-untyped-call]  # torch leaves it bare
 
 
 def _checked_series(raw: object, part: str) -> dict[str, torch.Tensor]:

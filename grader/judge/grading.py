@@ -132,8 +132,8 @@ class Grading:
                 timeout = min(self.limits.call_timeout_s, self.remaining())
                 worker.send({"op": "calls", "calls": [c.request() for c in pending]}, timeout)
                 self.saw_hidden |= any(c.hidden for c in pending)
-            except LearnerFailure as failure:
-                yield failure
+            except LearnerFailure as refused:
+                yield refused
                 return
             except (WorkerTimeout, WorkerCrashed) as exc:
                 yield self._failure(exc, timeout)
@@ -189,7 +189,7 @@ class Grading:
         return self.problem.spec.functions
 
     def tolerances(self) -> dict[str, Tolerance]:
-        return dict(self.problem.spec.tolerances)
+        return self.problem.tolerances
 
     def experiment(self) -> list[PartResult]:
         """The toy run with the learner's functions, once; it never takes more than half of what is left."""

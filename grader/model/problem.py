@@ -16,7 +16,7 @@ from typing import Any
 
 from grader.judge.cases import CaseGenerator
 from grader.judge.diagnosis import Misconception, load_misconceptions
-from grader.model.spec import ProblemSpec, SpecError, load_spec
+from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
 from grader.paths import PROJECT_ROOT
 
 
@@ -78,6 +78,11 @@ class Problem:
         missing = [c.id for c in self.spec.checks if c.cases and not callable(getattr(cases, c.cases, None))]
         if missing:
             raise SpecError(f"checks {missing} name case generators missing from {self.problem_dir / 'cases.py'}")
+
+    @property
+    def tolerances(self) -> dict[str, Tolerance]:
+        """The spec's tolerances by dtype name, as comparisons look them up (the spec's keys are a closed set)."""
+        return dict(self.spec.tolerances.items())
 
     @property
     def experiment_path(self) -> Path:

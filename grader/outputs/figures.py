@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.8, 100  # 800 x 480 px: legible at the width a report page shows it
-REFERENCE_STYLE = {"color": "0.55", "alpha": 0.35, "linewidth": 4.0}  # faint, under the learner's lines
-MISS_STYLE = {"linestyle": "none", "marker": "x", "color": "#cf222e", "markersize": 7, "markeredgewidth": 1.8}
-OFF_SCALE_STYLE = {"linestyle": "none", "color": "#cf222e", "markersize": 7}
+REFERENCE_STYLE: dict[str, Any] = {"color": "0.55", "alpha": 0.35, "linewidth": 4.0}  # faint, under the learner's lines
+MISS_STYLE: dict[str, Any] = {"linestyle": "none", "marker": "x", "color": "#cf222e", "markersize": 7,
+                             "markeredgewidth": 1.8}
+OFF_SCALE_STYLE: dict[str, Any] = {"linestyle": "none", "color": "#cf222e", "markersize": 7}
 
 
 def _limit(which: int, value: int) -> None:

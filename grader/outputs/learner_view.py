@@ -47,7 +47,7 @@ def learner_view(report: Report) -> dict[str, Any]:
     isolation details and hashes. `message` only ever explains an import failure of the learner's own file.
     Scores follow the one rounding rule: each check's as shown, each total the sum of what it adds up.
     """
-    tiers = [
+    tiers: list[dict[str, Any]] = [
         {
             "tier": tier.tier,
             "title": tier.title,

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from .framing import HEADER, ProtocolError
+from .framing import HEADER as HEADER  # re-exported: the worker speaks through this module alone
+from .framing import ProtocolError as ProtocolError
 
 PYTHON_SCALARS = (bool, int, float, str, type(None))
 

@@ -187,7 +187,8 @@ def render_dashboard(rows: list[Row]) -> str:
 def write_dashboard(reports: list[Report], out_dir: Path, folders: Sequence[str] | None = None) -> Path:
     """Write `index.html` in grade-all's output folder, linking to each `<folder>/report.html`; `folders[i]` holds
     `reports[i]`'s pages (names with undecodable bytes are sanitized in a report, so only the caller knows)."""
-    named = zip(reports, folders or [None] * len(reports), strict=True)
+    in_folders: Sequence[str | None] = folders or [None] * len(reports)
+    named = zip(reports, in_folders, strict=True)
     rows = [Row(r, report_link(r, folder)) for r, folder in sorted(named, key=lambda pair: pair[0].submission)]
     path = out_dir / "index.html"
     write_atomic(path, render_dashboard(rows))

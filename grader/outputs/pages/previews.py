@@ -6,7 +6,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from grader.judge.grading import Expectations
+from grader.judge.expectations import Expectations
 from grader.model.problem import Problem
 from grader.outputs.plots import draw
 
