@@ -19,7 +19,7 @@ from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evid
 from grader.judge.grading import checks
 from grader.judge.observation import Outcome, judge_case
 from grader.model.problem import Problem
-from grader.model.spec import CheckSpec, Tolerance
+from grader.model.spec import CheckSpec, DifferentialCheck, Tolerance
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
 from grader.outputs.learner_view import learner_view
@@ -371,7 +371,7 @@ CASES = {  # name: (got, want, aspects, sent)
 
 
 def _check(check_id: str = "probe") -> CheckSpec:
-    return CheckSpec(id=check_id, tier="T1", kind="differential", title="probe", points=4, cases="probe",
+    return DifferentialCheck(id=check_id, tier="T1", kind="differential", title="probe", points=4, cases="probe",
                      compare=["values"], visibility="after_published")
 
 
