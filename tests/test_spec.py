@@ -126,7 +126,7 @@ def test_a_field_of_another_kind_is_rejected(tmp_path: Path, check_id: str, kind
     with pytest.raises(SpecError) as info:
         load_spec(path)
     field, takes = line.split(" = ")[0], ", ".join(CHECK_KINDS[kind].model_fields)
-    said = f"check `{check_id}`: `{field}` is not a field of a {kind} check, which takes {takes}"
+    said = f"check `{check_id}`: a check of kind {kind} has no `{field}`; it takes {takes}"
     assert str(info.value) == f"{path}: {said}"
 
 
@@ -168,6 +168,15 @@ def test_problem_toml_states_no_default(problem_id: str) -> None:
         restated += [f"{check['id']}.{k}" for k, v in check.items() if k != "kind" and fields[k].default == v]
         restated += [f"{check['id']}.cases"] if check.get("cases") == check["id"] else []
     assert not restated
+
+
+def test_the_spec_doc_states_every_default() -> None:
+    doc = (ROOT / "docs" / "problem-toml.md").read_text()
+    missing = [f"{name} = {field.default!r}" for name, field in Limits.model_fields.items()
+               if f"| `{name}` | `{field.default!r}` |" not in doc]
+    missing += [f"{kind}.{name}" for kind, model in CHECK_KINDS.items() for name in model.model_fields
+                if f"`{name}`" not in doc]
+    assert not missing
 
 
 def test_the_tier_list_is_written_once() -> None:

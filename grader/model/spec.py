@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 TierId = Literal["T0", "T1", "T2", "T3"]
 TIERS: tuple[TierId, ...] = get_args(TierId)  # in the order every table, summary and page lists them
 CheckKind = Literal["signature", "differential", "experiment"]
+Expected = Literal["reference", "oracle"]  # what a differential check's cases are compared with
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 Aspect = Literal[
     "type", "shape", "dtype", "device", "values", "values_exact", "requires_grad",
@@ -75,7 +77,7 @@ class CheckBase(Strict):
 # model forbids the others' keys), so code that walks every check asks any of them for its cases or series.
 class _DrawsNoCases:
     cases: ClassVar[str | None] = None
-    expected: ClassVar[Literal["reference", "oracle"]] = "reference"
+    expected: ClassVar[Expected] = "reference"
     compare: ClassVar[tuple[Aspect, ...]] = ()
 
 
@@ -97,7 +99,7 @@ class DifferentialCheck(CheckBase, _ComparesNoSeries):
 
     kind: Literal["differential"]
     cases: str
-    expected: Literal["reference", "oracle"] = "reference"
+    expected: Expected = "reference"
     compare: list[Aspect] = Field(min_length=1)
 
     @model_validator(mode="before")
@@ -119,7 +121,7 @@ class ExperimentCheck(CheckBase, _DrawsNoCases):
 
 
 CheckSpec = Annotated[SignatureCheck | DifferentialCheck | ExperimentCheck, Field(discriminator="kind")]
-CHECK_KINDS: dict[str, type[CheckBase]] = {
+CHECK_KINDS: dict[CheckKind, type[CheckBase]] = {
     "signature": SignatureCheck, "differential": DifferentialCheck, "experiment": ExperimentCheck}
 
 
@@ -189,7 +191,7 @@ def load_spec(path: Path) -> ProblemSpec:
         raise SpecError(f"{path}: " + "; ".join(_describe(error, data) for error in exc.errors())) from None
 
 
-def _describe(error: Any, data: dict[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], data: dict[str, Any]) -> str:
     """One validation error in one line, a check named by its id and its fields by their names in the file."""
     loc, msg = error["loc"], error["msg"].removeprefix("Value error, ")
     if len(loc) < 2 or loc[0] != "checks" or not isinstance(loc[1], int):
@@ -201,6 +203,5 @@ def _describe(error: Any, data: dict[str, Any]) -> str:
     if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
         return f"{check}: `kind` must be one of {', '.join(CHECK_KINDS)}, not {kind!r}"
     if error["type"] == "extra_forbidden" and kind in CHECK_KINDS:
-        return (f"{check}: `{field}` is not a field of a {kind} check, which takes "
-                f"{', '.join(CHECK_KINDS[kind].model_fields)}")
+        return f"{check}: a check of kind {kind} has no `{field}`; it takes {', '.join(CHECK_KINDS[kind].model_fields)}"
     return f"{check}: `{field}`: {msg}" if field else f"{check}: {msg}"
