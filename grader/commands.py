@@ -23,7 +23,7 @@ from grader.course.validate import run_validation
 from grader.judge.expectations import Expectations
 from grader.judge.grading import Graded, grade
 from grader.model.problem import Problem
-from grader.model.spec import Limits
+from grader.model.spec import TIERS, Limits
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, write_exports
@@ -231,13 +231,12 @@ def _advance(progress: Callable[[Report], None] | None, report: Report) -> None:
 
 
 def write_summary(reports: list[Report], path: Path) -> None:
-    rows = [["submission", "status", "score", "max_score", "T0", "T1", "T2", "T3", "duration_s",
-             "top_misconception"]]
+    rows = [["submission", "status", "score", "max_score", *TIERS, "duration_s", "top_misconception"]]
     for r in sorted(reports, key=lambda r: r.submission):
         tiers = {t.tier: t.score for t in r.tiers}
         top = r.diagnosis[0].id if r.diagnosis else ""
         rows.append([csv_cell(r.submission), csv_cell(r.status), f"{r.score:g}", f"{r.max_score:g}",
-                     *(f"{tiers.get(t, 0):g}" for t in ("T0", "T1", "T2", "T3")), f"{r.duration_s:.2f}", top])
+                     *(f"{tiers.get(t, 0):g}" for t in TIERS), f"{r.duration_s:.2f}", top])
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     write_atomic(path, buffer.getvalue())

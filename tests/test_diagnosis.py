@@ -11,7 +11,7 @@ from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch
 from grader.judge.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
 from grader.judge.observation import Outcome
-from grader.model.spec import CheckSpec, SpecError
+from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_diagnosis
 from grader.outputs.report import Diagnosis
@@ -43,7 +43,8 @@ def test_follow_through_skips_the_owner() -> None:
 
 
 def _check(check_id: str) -> CheckSpec:
-    return CheckSpec(id=check_id, tier="T2", kind="differential", title="t", points=4, cases="c", compare=["values"])
+    return DifferentialCheck(id=check_id, tier="T2", kind="differential", title="t", points=4, cases="c",
+                             compare=["values"])
 
 
 def _fail(explained: tuple[str, ...] = (), group: str | None = None) -> CaseOutcome:

@@ -20,7 +20,7 @@ from grader.judge import checks
 from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
 from grader.judge.observation import Outcome, judge_case
 from grader.model.problem import Problem
-from grader.model.spec import Aspect, CheckSpec, Tolerance
+from grader.model.spec import Aspect, CheckSpec, DifferentialCheck, Tolerance
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
 from grader.outputs.learner_view import learner_view
@@ -373,7 +373,7 @@ CASES: dict[str, Case] = {
 
 
 def _check(check_id: str = "probe") -> CheckSpec:
-    return CheckSpec(id=check_id, tier="T1", kind="differential", title="probe", points=4, cases="probe",
+    return DifferentialCheck(id=check_id, tier="T1", kind="differential", title="probe", points=4, cases="probe",
                      compare=["values"], visibility="after_published")
 
 

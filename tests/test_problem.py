@@ -146,7 +146,9 @@ def _copy_problem(root: Path) -> None:
 def test_missing_case_generator_is_named(tmp_path: Path) -> None:
     _copy_problem(tmp_path)
     spec = tmp_path / "problems" / PROBLEM / "problem.toml"
-    spec.write_text(spec.read_text().replace('cases = "token_mean"', 'cases = "no_such_generator"'))
+    text = spec.read_text()
+    assert 'id = "token_mean"\n' in text
+    spec.write_text(text.replace('id = "token_mean"\n', 'id = "token_mean"\ncases = "no_such_generator"\n'))
     with pytest.raises(SpecError, match="token_mean.*cases.py"):
         Problem(PROBLEM, root=tmp_path)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import re
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,12 @@ import pytest
 from conftest import PROBLEM, ROOT
 from pydantic import ValidationError
 
-from grader.model.spec import ProblemSpec, SpecError, load_spec
+from grader.model.problem import list_problems
+from grader.model.spec import CHECK_KINDS, TIERS, CheckKind, Limits, ProblemSpec, SpecError, load_spec
 
 SPEC_PATH = ROOT / "problems" / PROBLEM / "problem.toml"
+# The last commit whose problem.toml files restated every default; the same specs must load from them.
+RESTATED_DEFAULTS = "6d9ef8c"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +53,8 @@ def test_every_tier_sums_its_checks() -> None:
 @pytest.mark.parametrize("where", ["top", "limits", "check", "function"])
 def test_unknown_key_is_rejected(raw: dict[str, Any], where: str) -> None:
     data = copy.deepcopy(raw)
-    target = {"top": data, "limits": data["limits"], "check": data["checks"][0], "function": data["functions"][0]}
+    target = {"top": data, "limits": data.setdefault("limits", {}), "check": data["checks"][0],
+              "function": data["functions"][0]}
     target[where]["surprise"] = 1
     text = _invalid(data)
     assert "surprise" in text and "Extra inputs are not permitted" in text
@@ -73,16 +79,111 @@ def test_unknown_aspect_is_rejected(raw: dict[str, Any]) -> None:
     assert "compare" in text and "colour" in text
 
 
-def test_differential_check_needs_cases(raw: dict[str, Any]) -> None:
+def test_omitted_cases_mean_the_check_id(raw: dict[str, Any]) -> None:
     data = copy.deepcopy(raw)
-    del _check(data, "weights_contract")["cases"]
-    assert "check weights_contract: a differential check needs `cases` and `compare`" in _invalid(data)
+    _check(data, "exact_endpoints").pop("cases", None)
+    _check(data, "oracle_loss")["cases"] = "random_loss"
+    spec = ProblemSpec.model_validate(data)
+    checks = {c.id: c for c in spec.checks}
+    assert checks["exact_endpoints"].cases == "exact_endpoints"
+    assert checks["oracle_loss"].cases == "random_loss"
+    assert checks["signatures"].cases is None and checks["sweep_weights"].cases is None
+
+
+def test_differential_check_needs_compare(raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    del _check(data, "weights_contract")["compare"]
+    text = _invalid(data)
+    assert "differential.compare" in text and "Field required" in text
 
 
 def test_experiment_check_needs_series(raw: dict[str, Any]) -> None:
     data = copy.deepcopy(raw)
     del _check(data, "sweep_weights")["series"]
-    assert "check sweep_weights: an experiment check needs `series`" in _invalid(data)
+    text = _invalid(data)
+    assert "experiment.series" in text and "Field required" in text
+
+
+def _with_line(tmp_path: Path, check_id: str, line: str) -> Path:
+    """The real spec with `line` added to the check `check_id`, as a problem author would write it."""
+    text = SPEC_PATH.read_text()
+    anchor = f'id = "{check_id}"\n'
+    assert text.count(anchor) == 1
+    path = tmp_path / "problem.toml"
+    path.write_text(text.replace(anchor, anchor + line + "\n"))
+    return path
+
+
+@pytest.mark.parametrize(("check_id", "kind", "line"), [
+    ("signatures", "signature", 'compare = ["type"]'),
+    ("weights_contract", "differential", 'series = ["sweep"]'),
+    ("weights_contract", "differential", "atol = 1e-6"),
+    ("sweep_weights", "experiment", 'cases = "contract_weights"'),
+    ("sweep_weights", "experiment", 'expected = "oracle"'),
+])
+def test_a_field_of_another_kind_is_rejected(tmp_path: Path, check_id: str, kind: CheckKind, line: str) -> None:
+    path = _with_line(tmp_path, check_id, line)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    field, takes = line.split(" = ")[0], ", ".join(CHECK_KINDS[kind].model_fields)
+    said = f"check `{check_id}`: a check of kind {kind} has no `{field}`; it takes {takes}"
+    assert str(info.value) == f"{path}: {said}"
+
+
+def test_an_unknown_kind_is_one_line_naming_the_check(tmp_path: Path) -> None:
+    path = tmp_path / "problem.toml"
+    path.write_text(SPEC_PATH.read_text().replace('kind = "signature"', 'kind = "vibes"', 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(info.value) == (f"{path}: check `signatures`: `kind` must be one of signature, differential, "
+                               "experiment, not 'vibes'")
+
+
+def test_a_missing_limits_table_means_the_default_limits(raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    data.pop("limits", None)
+    assert ProblemSpec.model_validate(data).limits == Limits()
+    data["limits"] = {"call_timeout_s": 2.5}
+    assert ProblemSpec.model_validate(data).limits == Limits(call_timeout_s=2.5)
+
+
+@pytest.mark.parametrize("problem_id", list_problems())
+def test_problem_loads_as_when_it_restated_every_default(problem_id: str, tmp_path: Path) -> None:
+    relative = f"problems/{problem_id}/problem.toml"
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{RESTATED_DEFAULTS}:{relative}"],
+                           capture_output=True, text=True, check=False)
+    if shown.returncode != 0:
+        pytest.skip(f"{RESTATED_DEFAULTS} is not in this checkout's history")
+    before = tmp_path / "problem.toml"
+    before.write_text(shown.stdout)
+    assert load_spec(ROOT / relative).model_dump() == load_spec(before).model_dump()
+
+
+@pytest.mark.parametrize("problem_id", list_problems())
+def test_problem_toml_states_no_default(problem_id: str) -> None:
+    data = tomllib.loads((ROOT / "problems" / problem_id / "problem.toml").read_text())
+    restated = [f"limits.{k}" for k, v in data.get("limits", {}).items() if Limits.model_fields[k].default == v]
+    for check in data["checks"]:
+        fields = CHECK_KINDS[check["kind"]].model_fields
+        restated += [f"{check['id']}.{k}" for k, v in check.items() if k != "kind" and fields[k].default == v]
+        restated += [f"{check['id']}.cases"] if check.get("cases") == check["id"] else []
+    assert not restated
+
+
+def test_the_spec_doc_states_every_default() -> None:
+    doc = (ROOT / "docs" / "problem-toml.md").read_text()
+    missing = [f"{name} = {field.default!r}" for name, field in Limits.model_fields.items()
+               if f"| `{name}` | `{field.default!r}` |" not in doc]
+    missing += [f"{kind}.{name}" for kind, model in CHECK_KINDS.items() for name in model.model_fields
+                if f"`{name}`" not in doc]
+    assert not missing
+
+
+def test_the_tier_list_is_written_once() -> None:
+    assert TIERS == ("T0", "T1", "T2", "T3")
+    spelled = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "grader").rglob("*.py"))
+               if re.search(r"""["']T0["'],\s*["']T1["']""", path.read_text())]
+    assert spelled == ["grader/model/spec.py"]
 
 
 def test_duplicate_check_ids_are_rejected(raw: dict[str, Any]) -> None:
@@ -109,7 +210,8 @@ def test_load_spec_names_the_file_and_the_field(tmp_path: Path) -> None:
     path.write_text(SPEC_PATH.read_text().replace('public_seed = ', 'public_seeed = ', 1))
     with pytest.raises(SpecError) as info:
         load_spec(path)
-    assert str(path) in str(info.value) and "public_seeed" in str(info.value)
+    assert str(info.value).startswith(f"{path}: ") and "public_seeed" in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_load_spec_reports_bad_toml(tmp_path: Path) -> None:
@@ -122,3 +224,4 @@ def test_load_spec_reports_bad_toml(tmp_path: Path) -> None:
 def test_load_spec_reports_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="no problem spec at"):
         load_spec(tmp_path / "problem.toml")
+

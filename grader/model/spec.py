@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 TierId = Literal["T0", "T1", "T2", "T3"]
+TIERS: tuple[TierId, ...] = get_args(TierId)  # in the order every table, summary and page lists them
+CheckKind = Literal["signature", "differential", "experiment"]
+Expected = Literal["reference", "oracle"]  # what a differential check's cases are compared with
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 Aspect = Literal[
     "type", "shape", "dtype", "device", "values", "values_exact", "requires_grad",
@@ -21,6 +25,8 @@ class Strict(BaseModel):
 
 
 class Limits(Strict):
+    """Per-submission limits: these defaults hold wherever a problem's `[limits]` table is silent."""
+
     import_timeout_s: float = Field(30.0, gt=0)
     call_timeout_s: float = Field(10.0, gt=0)
     experiment_timeout_s: float = Field(30.0, gt=0)
@@ -54,32 +60,69 @@ class TierSpec(Strict):
     points: float = Field(gt=0)
 
 
-class CheckSpec(Strict):
+class CheckBase(Strict):
+    """What every check declares, whatever its kind."""
+
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     tier: TierId
-    kind: Literal["signature", "differential", "experiment"]
+    kind: CheckKind
     title: str
     points: float = Field(gt=0)
     visibility: Visibility = "visible"
     # false: its cases come only from the hidden grading seeds, so no learner-side copy (the learner pack) runs it
     public: bool = True
-    # differential
-    cases: str | None = None
-    expected: Literal["reference", "oracle"] = "reference"
-    compare: list[Aspect] = []
-    # experiment
-    series: list[str] = []
-    exact: bool = False
-    atol: float = 0.0
-    rtol: float = 0.0
 
-    @model_validator(mode="after")
-    def _kind_fields(self) -> CheckSpec:
-        if self.kind == "differential" and (not self.cases or not self.compare):
-            raise ValueError(f"check {self.id}: a differential check needs `cases` and `compare`")
-        if self.kind == "experiment" and not self.series:
-            raise ValueError(f"check {self.id}: an experiment check needs `series`")
-        return self
+
+# A check of one kind answers for another kind's fields with these constants (never read from a file: a kind's
+# model forbids the others' keys), so code that walks every check asks any of them for its cases or series.
+class _DrawsNoCases:
+    cases: ClassVar[str | None] = None
+    expected: ClassVar[Expected] = "reference"
+    compare: ClassVar[tuple[Aspect, ...]] = ()
+
+
+class _ComparesNoSeries:
+    series: ClassVar[tuple[str, ...]] = ()
+    exact: ClassVar[bool] = False
+    atol: ClassVar[float] = 0.0
+    rtol: ClassVar[float] = 0.0
+
+
+class SignatureCheck(CheckBase, _DrawsNoCases, _ComparesNoSeries):
+    """The contract's functions exist with its parameter names."""
+
+    kind: Literal["signature"]
+
+
+class DifferentialCheck(CheckBase, _ComparesNoSeries):
+    """Calls built by the case generator `cases` (the check's id unless named), compared on `compare`."""
+
+    kind: Literal["differential"]
+    cases: str
+    expected: Expected = "reference"
+    compare: list[Aspect] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cases_default_to_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "cases" not in data and "id" in data:
+            return {**data, "cases": data["id"]}
+        return data
+
+
+class ExperimentCheck(CheckBase, _DrawsNoCases):
+    """Series of the T3 toy compared bit for bit (`exact`) or within `atol` + `rtol` * |expected|."""
+
+    kind: Literal["experiment"]
+    series: list[str] = Field(min_length=1)
+    exact: bool = False
+    atol: float = Field(0.0, ge=0)
+    rtol: float = Field(0.0, ge=0)
+
+
+CheckSpec = Annotated[SignatureCheck | DifferentialCheck | ExperimentCheck, Field(discriminator="kind")]
+CHECK_KINDS: dict[CheckKind, type[CheckBase]] = {
+    "signature": SignatureCheck, "differential": DifferentialCheck, "experiment": ExperimentCheck}
 
 
 class PlotLine(Strict):
@@ -145,4 +188,20 @@ def load_spec(path: Path) -> ProblemSpec:
     try:
         return ProblemSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+        raise SpecError(f"{path}: " + "; ".join(_describe(error, data) for error in exc.errors())) from None
+
+
+def _describe(error: Mapping[str, Any], data: dict[str, Any]) -> str:
+    """One validation error in one line, a check named by its id and its fields by their names in the file."""
+    loc, msg = error["loc"], error["msg"].removeprefix("Value error, ")
+    if len(loc) < 2 or loc[0] != "checks" or not isinstance(loc[1], int):
+        return f"`{'.'.join(map(str, loc))}`: {msg}" if loc else msg
+    raw = data["checks"][loc[1]]
+    check_id, kind = (raw.get("id"), raw.get("kind")) if isinstance(raw, dict) else (None, None)
+    check = f"check `{check_id}`" if isinstance(check_id, str) else f"check #{loc[1] + 1}"
+    field = ".".join(map(str, loc[3:] if loc[2:3] == (kind,) else loc[2:]))
+    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return f"{check}: `kind` must be one of {', '.join(CHECK_KINDS)}, not {kind!r}"
+    if error["type"] == "extra_forbidden" and kind in CHECK_KINDS:
+        return f"{check}: a check of kind {kind} has no `{field}`; it takes {', '.join(CHECK_KINDS[kind].model_fields)}"
+    return f"{check}: `{field}`: {msg}" if field else f"{check}: {msg}"

@@ -7,10 +7,10 @@ import shlex
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from grader.model.spec import TierId
 from grader.model.verdicts import Status, Verdict
 from grader.paths import PROJECT_ROOT
 from grader.text import MESSAGE_CHARS, STREAM_CHARS, clean, clean_line
@@ -44,7 +44,7 @@ class CheckResult(Model):
 
 
 class TierResult(Model):
-    tier: Literal["T0", "T1", "T2", "T3"]
+    tier: TierId
     title: str
     score: float
     max_score: float

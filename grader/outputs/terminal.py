@@ -20,6 +20,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from grader.model.spec import TIERS
 from grader.model.verdicts import Verdict
 from grader.outputs.report import Report
 from grader.text import LINE_CHARS, clean_line
@@ -86,12 +87,12 @@ def print_report(report: Report, path: Path) -> None:
 
 def print_class_table(reports: list[Report], summary: Path, dashboard: Path | None = None) -> None:
     table = Table(title=Text(f"{reports[0].problem}: {len(reports)} submissions"))
-    for column in ("submission", "status", "score", "T0", "T1", "T2", "T3"):
+    for column in ("submission", "status", "score", *TIERS):
         table.add_column(column)
     for r in sorted(reports, key=lambda r: r.submission):
         tiers = {t.tier: t for t in r.tiers}
         table.add_row(_learner(r.submission), str(r.status), f"{r.score:g}/{r.max_score:g}",
-                      *(f"{tiers[t].score:g}" if t in tiers else "-" for t in ("T0", "T1", "T2", "T3")))
+                      *(f"{tiers[t].score:g}" if t in tiers else "-" for t in TIERS))
     console = _console()
     console.print(table)
     console.print(Text(f"summary: {clean_line(summary, 1024)}"))
