@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
+from grader.judge.compare import Outcome, judge_case
 from grader.judge.grading import checks
-from grader.judge.observation import Outcome, judge_case
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, Tolerance
 from grader.model.verdicts import Status, Verdict
