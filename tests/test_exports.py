@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.judge import checks
 from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
 from grader.judge.compare import Outcome, judge_case
-from grader.judge.grading import checks
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, Tolerance
 from grader.model.verdicts import Status, Verdict
