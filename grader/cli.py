@@ -6,9 +6,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from grader.model.verdicts import ExitCode
+
+if TYPE_CHECKING:
+    from grader.confine.launch import Launched
 
 STARTED = time.monotonic()  # as near the process's start as this package gets: a command's wall time counts from here
 
@@ -174,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def early_launch(args: argparse.Namespace) -> object | None:
+def early_launch(args: argparse.Namespace) -> Launched | None:
     """Start the worker for `grade` now, so its `import torch` runs while the judge does its own."""
     from grader.confine.launch import launch, limits_from
     from grader.model.spec import SpecError, load_spec
@@ -206,20 +209,19 @@ def _run(args: argparse.Namespace) -> int:
     if hasattr(args, "call_timeout") and (problem := limit_error(args)) is not None:
         print(f"paperleet: {problem}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    if args.command == "grade":
-        args.launched = early_launch(args)
-    from grader import commands  # noqa: PLC0415 - keeps `--help` free of torch's import time
+    launched = early_launch(args) if args.command == "grade" else None
+    from grader import commands  # here, not at the top: keeps `--help` free of torch's import time
     from grader.model.spec import SpecError
 
     try:
-        return int(commands.dispatch(args))
+        return int(commands.dispatch(args, launched))
     except SpecError as exc:
         print(f"paperleet: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
     except commands.UsageError as exc:
         print(f"paperleet: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    except Exception as exc:  # noqa: BLE001 - a harness bug is a judge error, never a learner's lost points
+    except Exception as exc:  # a harness bug is a judge error, never a learner's lost points
         import traceback
 
         traceback.print_exc()

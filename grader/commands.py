@@ -107,7 +107,7 @@ def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Pat
         graded = grade(problem, file, seed, limits, expectations=expectations, zygote=zygote, command=command,
                        launched=launched, series_sink=plots.submit if plots else None, follow_through=follow_through)
         return write_outputs(problem, graded, out, plots) if out is not None else graded.report
-    except Exception as exc:  # noqa: BLE001 - contained to this file: the batch and its class outputs go on
+    except Exception as exc:  # contained to this file: the batch and its class outputs go on
         if plots is not None:
             plots.close()
         tell_instructor(file, exc)
@@ -123,7 +123,7 @@ def _write_contained(problem: Problem, report: Report, out: Path) -> None:
                   lambda: write_report_page(problem, report, out, artifacts_dir() / "previews" / problem.id)):
         try:
             write()
-        except Exception as exc:  # noqa: BLE001 - the report in memory still reaches summary.csv and index.html
+        except Exception as exc:  # the report in memory still reaches summary.csv and index.html
             tell_instructor(out / report.submission, exc)
 
 
@@ -140,8 +140,8 @@ def single_out(problem: Problem, file: Path) -> Path:
     return artifacts_dir() / "single" / problem.id / folder
 
 
-def cmd_grade(args: argparse.Namespace) -> ExitCode:
-    launched = getattr(args, "launched", None)
+def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> ExitCode:
+    """`grade`; `launched` is the file's worker, started before this module's imports (see `cli.early_launch`)."""
     started = getattr(args, "started", time.monotonic())
     problem = Problem(args.problem)
     if args.file.is_dir():
@@ -193,7 +193,7 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
         inputs = plot_inputs(problem, expectations) if out_of else PlotInputs()
         # one process imports torch once and forks every worker of the batch; a single file is not worth it
         zygote = Zygote() if len(files) > 1 else None
-    except Exception as exc:  # noqa: BLE001 - nothing can be graded; each file's report says why
+    except Exception as exc:  # nothing can be graded; each file's report says why
         return [_contained(problem, file, seed, exc, out_of, progress) for file in files]
 
     def one(file: Path) -> Report:
@@ -226,7 +226,7 @@ def _advance(progress: Callable[[Report], None] | None, report: Report) -> None:
         return
     try:
         progress(report)
-    except Exception as exc:  # noqa: BLE001 - a progress bar that fails costs the bar, not the grade
+    except Exception as exc:  # a progress bar that fails costs the bar, not the grade
         tell_instructor(Path(report.submission), exc)
 
 
@@ -307,7 +307,7 @@ def _each(steps: list[Callable[[], object]]) -> bool:
     for step in steps:
         try:
             step()
-        except Exception as exc:  # noqa: BLE001 - one class output failing must not cost the others
+        except Exception as exc:  # one class output failing must not cost the others
             tell_instructor(Path("class outputs"), exc)
             failed = True
     return failed
@@ -401,8 +401,11 @@ def cmd_watch(args: argparse.Namespace) -> ExitCode:
     return watch(args)
 
 
-def dispatch(args: argparse.Namespace) -> ExitCode:
-    handlers = {"grade": cmd_grade, "grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
+def dispatch(args: argparse.Namespace, launched: Launched | None = None) -> ExitCode:
+    """Run the command `args` name; `launched` is `grade`'s early worker, if one was started."""
+    if args.command == "grade":
+        return cmd_grade(args, launched)
+    handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack

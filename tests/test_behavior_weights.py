@@ -13,10 +13,10 @@ import pytest
 import torch
 from conftest import ROOT, checks_of, tier_scores
 
+from grader.judge.accept import accept_observation
 from grader.judge.cases import generator_for
-from grader.judge.compare import compare_tensors
+from grader.judge.compare import compare_tensors, judge_case
 from grader.judge.expectations import reference_series, run_series
-from grader.judge.observation import judge_case, sanitize
 from grader.model.problem import Problem
 from grader.model.spec import Tolerance
 from grader.model.verdicts import Status, Verdict
@@ -102,7 +102,7 @@ def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_seed(problem: Problem
                 want = observe_call(source[PROBLEM], call.kwargs, [], False)
                 answers = TRIVIAL if "raised" in want else {**TRIVIAL, **clipfrac_only}
                 for name, function in answers.items():
-                    got = sanitize(observe_call(function, call.kwargs, [], False))
+                    got = accept_observation(observe_call(function, call.kwargs, [], False))
                     if judge_case(PROBLEM, call.kwargs, got, want, check.compare, tolerances).verdict == Verdict.PASS:
                         passes.append(f"seed {seed}, {check.id}, {name}: {call.label}")
     assert not passes, "\n".join(passes)

@@ -17,8 +17,8 @@ from conftest import tier_scores
 
 from grader.course.learner_pack import public_cases
 from grader.judge.cases import Call, generator_for
+from grader.judge.compare import judge_case
 from grader.judge.expectations import Expectations
-from grader.judge.observation import judge_case
 from grader.model.problem import Problem, list_problems
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call

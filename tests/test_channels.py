@@ -23,7 +23,8 @@ from conftest import PROBLEM, ROOT
 from grader.confine import seccomp
 from grader.confine.sandbox import MAX_SLOTS, SLOT_UID_BASE, Box, Level, Slot, remove_files_of
 from grader.confine.sandbox_init import ENVIRONMENT
-from grader.confine.session import Worker
+from grader.confine.session import WorkerProcess
+from grader.judge.accept import accept_frame
 from grader.model.spec import Limits
 
 pytestmark = pytest.mark.slow
@@ -242,9 +243,9 @@ def test_a_key_left_in_a_slot_uids_keyring_is_gone_when_the_slot_is_next_used(le
             box.cleanup()
             pytest.skip("at this level the worker keeps the grading user's uid here")
         assert _as_uid(box.uid, "plant") == 0 and _as_uid(box.uid, "find") == 0  # as an older grader left it
-        worker = Worker(box, ["masked_is_weights"])
+        worker = WorkerProcess(box, ["masked_is_weights"])
         try:
-            assert worker.receive(60)["op"] == "ready", worker.stderr.text()
+            assert accept_frame(worker.receive(60))["op"] == "ready", worker.stderr.text()
         finally:
             worker.close()
             box.cleanup()

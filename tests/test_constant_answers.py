@@ -17,12 +17,12 @@ import torch
 from conftest import checks_of
 from test_cases_seeded import zeros_source
 
+from grader.judge.accept import accept_observation
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome, Tally
-from grader.judge.compare import compare_tensors
+from grader.judge.compare import Outcome, compare_tensors, judge_case
 from grader.judge.expectations import Expectations
 from grader.judge.experiment import run_experiment
-from grader.judge.observation import Outcome, judge_case, sanitize
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import CheckSpec, Tolerance
 from grader.model.verdicts import Verdict
@@ -118,7 +118,7 @@ def _differential(problem: Problem, expectations: Expectations, check: CheckSpec
     outcomes = []
     for index, call in enumerate(expectations.cases(check.cases)):
         want = expectations.observation(check.expected, check.cases, index)
-        got = sanitize(forge(call, want))
+        got = accept_observation(forge(call, want))
         outcome = judge_case(call.function, call.kwargs, got, want, check.compare, tolerances)
         outcomes.append(CaseOutcome(call.label, call.hidden, outcome, call.group))
     return Tally(outcomes).result(check, 0.0).score
@@ -128,7 +128,7 @@ def _toy_series(problem: Problem, seed: int, forge: Forger) -> dict[str, torch.T
     """The toy run on the trusted side, every call of a contract function answered by the forger."""
     def observe(call: Call, timeout_s: float) -> dict[str, Any]:
         want = observe_call(problem.reference[call.function], call.kwargs, list(call.requires_grad), call.backward)
-        return sanitize(forge(call, want))
+        return accept_observation(forge(call, want))
 
     names = [f.name for f in problem.spec.functions]
     series: dict[str, torch.Tensor] = {}

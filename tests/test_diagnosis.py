@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from grader.judge.checks import CaseOutcome, Tally
-from grader.judge.compare import Mismatch
+from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
-from grader.judge.observation import Outcome
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_diagnosis

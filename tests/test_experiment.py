@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import torch
 
+from grader.judge.accept import MAX_SERIES_POINTS
 from grader.judge.cases import Call
-from grader.judge.experiment import MAX_SERIES_POINTS, run_experiment
+from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem, list_problems
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call

@@ -18,7 +18,7 @@ import torch
 
 from grader.judge import checks
 from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
-from grader.judge.observation import Outcome, judge_case
+from grader.judge.compare import Outcome, judge_case
 from grader.model.problem import Problem
 from grader.model.spec import Aspect, CheckSpec, DifferentialCheck, Tolerance
 from grader.model.verdicts import Status, Verdict

@@ -16,8 +16,8 @@ import torch
 from conftest import ROOT
 
 from grader.judge.cases import Call
+from grader.judge.compare import judge_case
 from grader.judge.expectations import Expectations, single_threaded
-from grader.judge.observation import judge_case
 from grader.model.problem import Problem, list_problems, load_module, parse_known_wrong
 from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict

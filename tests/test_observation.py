@@ -7,18 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from grader.judge.compare import MAX_ELEMENTS
-from grader.judge.observation import (
-    ALLOWED_DTYPES,
-    MAX_DEPTH,
-    MAX_ITEMS,
-    Malformed,
-    accept_hello,
-    compare_grads,
-    compare_inputs,
-    judge_case,
-    sanitize,
-)
+from grader.judge.accept import ALLOWED_DTYPES, MAX_DEPTH, MAX_ITEMS, Malformed, accept_hello, accept_observation
+from grader.judge.compare import MAX_ELEMENTS, compare_grads, compare_inputs, judge_case
 from grader.model.spec import Aspect, Tolerance
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
@@ -36,7 +26,7 @@ def loss(logp: torch.Tensor) -> torch.Tensor:
 
 
 def observed(function: Any, requires_grad: tuple[str, ...] = (), backward: bool = False) -> dict[str, Any]:
-    return sanitize(observe_call(function, {"logp": X}, list(requires_grad), backward))
+    return accept_observation(observe_call(function, {"logp": X}, list(requires_grad), backward))
 
 
 def tensor_output(value: Any, **changes: Any) -> dict[str, Any]:
@@ -79,7 +69,7 @@ def test_real_observations_are_accepted() -> None:
 ])
 def test_forged_observations_are_malformed(forged: Any, reason: str) -> None:
     with pytest.raises(Malformed, match=reason):
-        sanitize(forged)
+        accept_observation(forged)
 
 
 def test_deeply_nested_sequences_are_malformed() -> None:
@@ -87,7 +77,7 @@ def test_deeply_nested_sequences_are_malformed() -> None:
     for _ in range(6):
         desc = {"kind": "sequence", "type": "list", "items": [desc]}
     with pytest.raises(Malformed):
-        sanitize({"output": desc})
+        accept_observation({"output": desc})
 
 
 # ---------------------------------------------------------------- outputs
@@ -262,7 +252,7 @@ def test_in_place_edit_through_detach_is_caught_end_to_end() -> None:
         return logp.detach()
 
     sent = {"logp": X.clone()}
-    got = sanitize(observe_call(sneaky, sent, [], False))
+    got = accept_observation(observe_call(sneaky, sent, [], False))
     outcome = judge_case("f", {"logp": X}, got, observed(double), ["inputs_unchanged"], TOLERANCES)
     assert outcome.verdict == Verdict.FAIL
 
@@ -272,7 +262,7 @@ def test_in_place_edit_through_detach_is_caught_end_to_end() -> None:
 
 @pytest.mark.parametrize("dtype", sorted(ALLOWED_DTYPES, key=str))
 def test_allowed_dtypes_are_accepted(dtype: torch.dtype) -> None:
-    got = sanitize(tensor_output(torch.zeros(2, 3, dtype=dtype)))
+    got = accept_observation(tensor_output(torch.zeros(2, 3, dtype=dtype)))
     assert got["output"]["value"].dtype == dtype
 
 
@@ -283,7 +273,7 @@ def test_allowed_dtypes_are_accepted(dtype: torch.dtype) -> None:
 ])
 def test_dtypes_outside_the_allow_list_are_malformed(value: torch.Tensor) -> None:
     with pytest.raises(Malformed, match="dtype"):
-        sanitize(tensor_output(value))
+        accept_observation(tensor_output(value))
 
 
 @pytest.mark.parametrize(("value", "reason"), [
@@ -292,13 +282,13 @@ def test_dtypes_outside_the_allow_list_are_malformed(value: torch.Tensor) -> Non
 ])
 def test_layouts_devices_and_shapes_outside_the_allow_list_are_malformed(value: torch.Tensor, reason: str) -> None:
     with pytest.raises(Malformed, match=reason):
-        sanitize(tensor_output(value))
+        accept_observation(tensor_output(value))
 
 
 def test_an_accepted_answer_is_a_fresh_copy_without_unknown_keys() -> None:
     forged = {**tensor_output(X), "op": "observed", "payload": [[[[[]]]]], "tainted": False}
     forged["output"]["smuggled"] = object()
-    got = sanitize(forged)
+    got = accept_observation(forged)
     assert set(got) == {"output", "inputs_after"} and "smuggled" not in got["output"]
 
 
@@ -321,7 +311,7 @@ def _nested(depth: int) -> list[Any]:
 ])
 def test_deep_or_odd_nesting_is_malformed_never_a_recursion_error(forged: dict[str, Any]) -> None:
     with pytest.raises(Malformed):
-        sanitize(forged)
+        accept_observation(forged)
 
 
 def test_every_sequence_level_can_hold_the_maximum_without_exhausting_the_judge() -> None:
@@ -329,13 +319,13 @@ def test_every_sequence_level_can_hold_the_maximum_without_exhausting_the_judge(
     for _ in range(MAX_DEPTH):
         level = {"kind": "sequence", "type": "list", "items": [level] * MAX_ITEMS}
     with pytest.raises(Malformed, match="more than"):
-        sanitize({"output": level})  # 64 ** 4 descriptions: refused once the answer's budget runs out
+        accept_observation({"output": level})  # 64 ** 4 descriptions: refused once the answer's budget runs out
 
 
 def test_learner_text_is_cleaned_and_bounded_where_it_is_accepted() -> None:
     raised = {"type": "Boom\x1b[2J", "bases": ["Boom\x1b[2J", "ValueError"], "message": "\ud800" + "m" * 9000,
               "where": "line 3\x1b]0;t\x07"}
-    got = sanitize({"raised": raised, "inputs_after": {}})["raised"]
+    got = accept_observation({"raised": raised, "inputs_after": {}})["raised"]
     assert got["type"] == "Boom\\x1b[2J" and got["bases"][1] == "ValueError"
     assert got["message"].startswith("\N{REPLACEMENT CHARACTER}") and got["message"].endswith("more characters)")
     assert "\x1b" not in got["where"] and "\x07" not in got["where"]
@@ -343,13 +333,13 @@ def test_learner_text_is_cleaned_and_bounded_where_it_is_accepted() -> None:
 
 def test_an_answer_carrying_megabytes_of_text_is_malformed() -> None:
     with pytest.raises(Malformed, match="characters of text"):
-        sanitize({"raised": {"type": "E" * (8 << 20), "bases": [], "message": ""}, "inputs_after": {}})
+        accept_observation({"raised": {"type": "E" * (8 << 20), "bases": [], "message": ""}, "inputs_after": {}})
 
 
 def test_huge_python_values_are_malformed() -> None:
     for value in (10 ** 400, "s" * 100_000):
         with pytest.raises(Malformed):
-            sanitize({"output": {"kind": "python", "type": type(value).__name__, "value": value}})
+            accept_observation({"output": {"kind": "python", "type": type(value).__name__, "value": value}})
 
 
 # ---------------------------------------------------------------- the worker's first message

@@ -14,8 +14,7 @@ import torch
 from conftest import PROBLEM, ROOT
 
 from grader.judge.cases import generator_for
-from grader.judge.compare import compare_tensors
-from grader.judge.observation import tolerance_for
+from grader.judge.compare import compare_tensors, tolerance_for
 from grader.model.problem import Problem, list_problems, parse_known_wrong
 from grader.model.spec import SpecError
 from grader.worker.protocol import observe_call

@@ -5,13 +5,16 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from grader.worker import protocol
+from grader.confine.sandbox_init import check_config
+from grader.judge.cases import Call
+from grader.worker import messages, protocol
 from grader.worker.protocol import ProtocolError, decode, encode, read_frame, write_frame
 
 HEADER_BYTES = 8
@@ -87,13 +90,13 @@ def pipe_with(data: bytes) -> int:
 
 def test_frames_travel_through_a_pipe() -> None:
     read, write = os.pipe()
-    write_frame(write, {"op": "exit", "x": torch.ones(3)})
+    write_frame(write, {"op": "calls", "x": torch.ones(3)})
     os.close(write)
     try:
         message = read_frame(read, 1 << 20)
     finally:
         os.close(read)
-    assert message["op"] == "exit" and torch.equal(message["x"], torch.ones(3))
+    assert message["op"] == "calls" and torch.equal(message["x"], torch.ones(3))
 
 
 def test_oversized_frame_is_refused_before_reading_it() -> None:
@@ -144,3 +147,67 @@ def test_observe_call_records_gradients_and_inputs() -> None:
 def test_observe_call_records_a_failing_backward() -> None:
     obs = protocol.observe_call(lambda logp: logp.detach().sum(), {"logp": torch.ones(2)}, ["logp"], True)
     assert obs["backward_error"]["type"] == "RuntimeError"
+
+
+# ----------------------------------------------------------------------------- typed messages and configs
+
+
+def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
+    """`message` as the other side reads it: through a frame, loaded with weights_only."""
+    return decode(encode(message)[8:])
+
+
+def test_every_message_builder_survives_a_frame_with_its_op_a_plain_string() -> None:
+    call = Call("f", {"x": torch.ones(2)}, "label", ("x",), True, hidden=True, group="g")
+    built = [messages.calls_request([call.request()]), messages.ready({"f": {"callable": True, "params": []}}),
+             messages.import_failed({"type": "SyntaxError", "message": "bad"}, 3),
+             messages.observed({"inputs_after": {}}), messages.missing("f"), messages.request_error("no")]
+    ops = [messages.Op.CALLS, messages.Op.READY, messages.Op.IMPORT_ERROR, messages.Op.OBSERVED, messages.Op.MISSING,
+           messages.Op.ERROR]
+    for message, op in zip(built, ops, strict=True):
+        assert type(message["op"]) is str and _wire(message)["op"] == op
+    (sent,) = messages.read_calls(_wire(built[0]))
+    assert sent["function"] == "f" and sent["requires_grad"] == ["x"] and sent["backward"] is True
+    assert set(sent) == {"function", "kwargs", "requires_grad", "backward"}  # never the label, group or hidden
+
+
+def test_a_call_round_trips_through_its_one_serialization() -> None:
+    call = Call("f", {"x": torch.ones(2), "n": 3}, "label", ("x",), True, hidden=True, group="g")
+    again = Call.from_data(_wire(call.to_data()))
+    assert (again.function, again.label, again.requires_grad, again.backward, again.hidden, again.group) == (
+        "f", "label", ("x",), True, True, "g")
+    assert torch.equal(again.kwargs["x"], torch.ones(2)) and again.kwargs["n"] == 3
+
+
+@pytest.mark.parametrize("request_", [
+    {"op": "call", "calls": []},
+    {"op": "calls", "calls": {}},
+    {"op": "calls", "calls": [{"function": 1, "kwargs": {}, "requires_grad": [], "backward": False}]},
+    {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [], "backward": 1}]},
+    {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [2], "backward": False}]},
+])
+def test_a_request_of_the_wrong_form_is_refused(request_: dict) -> None:
+    with pytest.raises(ValueError):
+        messages.read_calls(request_)
+
+
+def test_the_worker_config_is_checked_field_by_field() -> None:
+    config = {"submission": "/runtime/submission.py", "functions": ["f"], "request_fd": 3, "response_fd": 4,
+              "max_frame_bytes": 1 << 30}
+    assert messages.read_worker_config(config) == config
+    for field, wrong in [("request_fd", True), ("functions", "f"), ("submission", None)]:
+        with pytest.raises(ValueError, match=field):
+            messages.read_worker_config({**config, field: wrong})
+
+
+def test_the_sandbox_config_is_checked_before_any_step() -> None:
+    config = {"argv": ["python"], "worker": {}, "env": {"PATH": "/bin"}, "rlimits": {"RLIMIT_CORE": 0}, "uid": 1,
+              "gid": 1, "drop_uid": False, "die_with_parent": True, "cwd": "/", "tmp_mb": 64, "cgroups": []}
+    assert check_config(config) == config
+    boxed = {**config, "box": "/b", "binds": [["/usr", "/usr", True]], "masks": [], "files": {"/etc/hosts": ""}}
+    assert check_config(boxed) == boxed
+    for wrong in [{**config, "uid": "0"}, {**config, "rlimits": {"RLIMIT_AS": 1.5}}, {**config, "shell": True},
+                  {**config, "box": "/b"}, {**boxed, "binds": [["/usr", "/usr"]]},
+                  dict(list(config.items())[1:])]:
+        with pytest.raises(ValueError):
+            check_config(wrong)

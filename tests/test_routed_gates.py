@@ -15,10 +15,10 @@ import pytest
 import torch
 from conftest import ROOT, checks_of, tier_scores
 
+from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
-from grader.judge.compare import compare_tensors
+from grader.judge.compare import compare_tensors, judge_case
 from grader.judge.experiment import run_experiment
-from grader.judge.observation import judge_case, sanitize
 from grader.model.problem import Problem, load_module
 from grader.model.spec import CheckSpec, Tolerance
 from grader.model.verdicts import Status, Verdict
@@ -56,7 +56,7 @@ def _trivial_functions() -> dict[str, Callable[..., Any]]:
     functions: dict[str, Callable[..., Any]] = {}
     for name, body in TRIVIAL_SOURCES.items():
         namespace: dict[str, Any] = {}
-        exec(_trivial_file(body), namespace)  # noqa: S102 - our own fixed source text
+        exec(_trivial_file(body), namespace)  # our own fixed source text
         functions[name] = namespace["routed_gates"]
     return functions
 
@@ -102,7 +102,7 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int,
     for index, call in enumerate(_calls(problem, check, seed)):
         want = _observe(source[call.function], call)
         for name, function in functions.items():
-            got = sanitize(_observe(function, call))
+            got = accept_observation(_observe(function, call))
             outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
             label, ok = verdicts[name].get(_group_key(index, call), (call.label, True))
             verdicts[name][_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
@@ -111,7 +111,7 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int,
 
 def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
     def observe(call: Call, timeout_s: float) -> dict[str, Any]:
-        return sanitize(_observe(function, call))
+        return accept_observation(_observe(function, call))
 
     series: dict[str, torch.Tensor] = {}
     for part in run_experiment(problem.experiment_module, [PROBLEM], observe, seed, 120.0, 10.0):

@@ -30,8 +30,9 @@ from conftest import PROBLEM, ROOT
 
 from grader.confine import cgroups, sandbox, seccomp
 from grader.confine.sandbox import GRADER_PACKAGE, INIT_SCRIPT, Box, Level, Slot, masks, secrets
-from grader.confine.session import CappedStream, Worker, WorkerTimeout, _check_archive, _check_tensors
+from grader.confine.session import CappedStream, WorkerProcess, WorkerTimeout
 from grader.confine.zygote import Zygote
+from grader.judge.accept import accept_frame, check_archive, check_tensors
 from grader.model.spec import Limits
 from grader.paths import PROJECT_ROOT
 from grader.worker import protocol
@@ -118,9 +119,9 @@ def inside(level: Level, site: Path, tmp_path: Path) -> dict[str, Any]:
                           f"MARKER = {MARKER!r}\n" + PROBE)
     slot = Slot()
     box = PlantedBox(submission, None, Limits(), level, slot)
-    worker = Worker(box, ["masked_is_weights"])
+    worker = WorkerProcess(box, ["masked_is_weights"])
     try:
-        hello = worker.receive(60)
+        hello = accept_frame(worker.receive(60))
     finally:
         worker.close()
         box.cleanup()
@@ -389,15 +390,15 @@ def test_a_compressed_frame_is_refused_before_it_is_inflated() -> None:
     payload = _bomb(256 << 20)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ProtocolError, match="records holding"):
-        _check_archive(payload)
+        check_archive(payload)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 << 10  # KiB: nothing was inflated
 
 
 def test_what_torch_save_writes_passes() -> None:
     message: dict[str, Any] = {"op": "observed", "output": {"kind": "tensor", "value": torch.randn(64, 64)}}
     payload = _frame(message)
-    _check_archive(payload)
-    assert torch.equal(_check_tensors(protocol.decode(payload))["output"]["value"], message["output"]["value"])
+    check_archive(payload)
+    assert torch.equal(check_tensors(protocol.decode(payload))["output"]["value"], message["output"]["value"])
 
 
 @pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
@@ -408,12 +409,12 @@ def test_what_torch_save_writes_passes() -> None:
 ], ids=["sparse", "meta", "quantized"])
 def test_only_dense_tensors_cross_to_the_judge(make: Any) -> None:
     with pytest.raises(ProtocolError, match="only dense tensors"):
-        _check_tensors({"op": "observed", "output": {"kind": "tensor", "value": make()}})
+        check_tensors({"op": "observed", "output": {"kind": "tensor", "value": make()}})
 
 
 def test_an_endless_frame_is_refused() -> None:
     with pytest.raises(ProtocolError, match="values in one frame"):
-        _check_tensors({"items": list(range(1 << 17))})
+        check_tensors({"items": list(range(1 << 17))})
 
 
 class _Exited:
@@ -424,9 +425,9 @@ class _Exited:
 
 
 @pytest.fixture
-def silent_worker() -> Iterator[Worker]:
+def silent_worker() -> Iterator[WorkerProcess]:
     """A worker handle whose other end never reads a request nor writes an answer."""
-    worker = Worker.__new__(Worker)
+    worker = WorkerProcess.__new__(WorkerProcess)
     request_read, worker._request_write = os.pipe()
     worker._response_read, response_write = os.pipe()
     os.set_blocking(worker._request_write, False)
@@ -437,14 +438,14 @@ def silent_worker() -> Iterator[Worker]:
         os.close(fd)
 
 
-def test_a_worker_that_stops_reading_cannot_block_the_judge(silent_worker: Worker) -> None:
+def test_a_worker_that_stops_reading_cannot_block_the_judge(silent_worker: WorkerProcess) -> None:
     started = time.monotonic()
     with pytest.raises(WorkerTimeout):
         silent_worker.send({"kwargs": {"x": torch.zeros(1 << 20)}}, timeout=0.5)  # 4 MiB: more than a pipe holds
     assert time.monotonic() - started < 2
 
 
-def test_a_worker_that_never_answers_times_out(silent_worker: Worker) -> None:
+def test_a_worker_that_never_answers_times_out(silent_worker: WorkerProcess) -> None:
     started = time.monotonic()
     with pytest.raises(WorkerTimeout):
         silent_worker.receive(timeout=0.5)
@@ -700,9 +701,9 @@ def test_the_filter_refuses_every_listed_call(level: Level, forked: bool, tmp_pa
     zygote = Zygote() if forked else None
     slot = Slot()
     box = Box(submission, None, Limits(), level, slot)
-    worker = Worker(box, ["masked_is_weights"], zygote)
+    worker = WorkerProcess(box, ["masked_is_weights"], zygote)
     try:
-        hello = worker.receive(120)
+        hello = accept_frame(worker.receive(120))
     finally:
         worker.close()
         box.cleanup()
@@ -734,8 +735,9 @@ def test_a_worker_whose_filter_cannot_be_installed_never_starts(tmp_path: Path) 
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, which an unprivileged filter needs
         seccomp.install(libc, refuse)
 
-    config = {"argv": [sys.executable, "-S", "-c", "print('the worker ran')"], "env": {"PATH": "/usr/bin:/bin"},
-              "rlimits": {}, "uid": os.getuid(), "gid": os.getgid(), "drop_uid": False, "cwd": str(tmp_path)}
+    config = {"argv": [sys.executable, "-S", "-c", "print('the worker ran')"], "worker": {},
+              "env": {"PATH": "/usr/bin:/bin"}, "rlimits": {}, "uid": os.getuid(), "gid": os.getgid(),
+              "drop_uid": False, "die_with_parent": False, "cwd": str(tmp_path), "tmp_mb": 64, "cgroups": []}
     result = subprocess.run([sys.executable, "-I", "-S", str(INIT_SCRIPT)], input=json.dumps(config).encode(),
                             capture_output=True, preexec_fn=refuse_filters, timeout=60)
     assert result.returncode == 97, result.stderr

@@ -10,9 +10,12 @@ import torch
 
 from grader.confine.sandbox import Box, Slot, best_level
 from grader.confine.sandbox_init import ENVIRONMENT
-from grader.confine.session import Worker
+from grader.confine.session import WorkerProcess
 from grader.confine.zygote import Zygote
+from grader.judge.accept import accept_frame
+from grader.judge.cases import Call
 from grader.model.spec import Limits
+from grader.worker.messages import Op, calls_request
 
 PROBE = '''
 import os, sys
@@ -36,12 +39,14 @@ def _run(tmp_path: Path, zygote: Zygote | None) -> tuple[dict, str]:
     source.write_text(PROBE)
     slot = Slot()
     box = Box(source, None, Limits(), best_level(), slot)
-    worker = Worker(box, ["masked_is_weights"], zygote)
+    worker = WorkerProcess(box, ["masked_is_weights"], zygote)
     try:
-        assert worker.receive(60)["op"] == "ready"
-        answer = worker.request({"op": "call", "function": "masked_is_weights",
-                                 "kwargs": {"logp": torch.ones(2, 3), "rollout_logp": torch.ones(2, 3),
-                                            "mask": torch.ones(2, 3)}, "requires_grad": [], "backward": False}, 30)
+        assert accept_frame(worker.receive(60))["op"] == Op.READY
+        call = Call("masked_is_weights", {"logp": torch.ones(2, 3), "rollout_logp": torch.ones(2, 3),
+                                          "mask": torch.ones(2, 3)}, "ones")
+        worker.send(calls_request([call.request()]), 30)
+        answer = accept_frame(worker.receive(30))
+        assert answer["op"] == Op.OBSERVED
     finally:
         worker.close()
         box.cleanup()

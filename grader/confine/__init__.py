@@ -6,6 +6,6 @@
 - `seccomp`: the allow-list of system calls, as a BPF program.
 - `cgroups`: one memory and process budget for all of a worker's processes.
 - `zygote`: a process that has imported torch once and forks confined workers.
-- `session`: the judge's handle on one worker process: frames in and out, limits, ending it for good.
+- `session`: `WorkerProcess`, the judge's handle on one worker process: frames in and out, ending it for good.
 - `launch`: starts the first worker before the judge imports torch, so the two overlap.
 """

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.confine.sandbox import Box, Level, Slot, best_level
-from grader.confine.session import Worker
+from grader.confine.session import WorkerProcess
 from grader.model.spec import Limits, ProblemSpec
 
 LIMIT_FIELDS = {
@@ -34,7 +34,7 @@ class Launched:
     level: Level
     slot: Slot
     box: Box
-    worker: Worker
+    worker: WorkerProcess
     started: float
 
     def discard(self) -> None:
@@ -48,5 +48,5 @@ def launch(spec: ProblemSpec, experiment: Path | None, submission: Path, limits:
     level = level or best_level()
     slot = Slot()
     box = Box(submission, experiment, limits, level, slot)
-    worker = Worker(box, [f.name for f in spec.functions])
+    worker = WorkerProcess(box, [f.name for f in spec.functions])
     return Launched(submission, limits, level, slot, box, worker, time.monotonic())

@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import functools
 import importlib.util
-import json
 import os
 import platform
 import shutil
@@ -34,10 +33,11 @@ from pathlib import Path
 from typing import IO, Literal
 
 from grader.confine import cgroups, seccomp
-from grader.confine.sandbox_init import ENVIRONMENT, _libc
+from grader.confine.sandbox_init import ENVIRONMENT, InitConfig, _libc
 from grader.model.spec import Limits
 from grader.outputs.report import Isolation
 from grader.paths import PROJECT_ROOT
+from grader.worker.messages import WorkerConfig
 
 Level = Literal["namespaces+uid", "user-namespace", "limits-only"]
 GRADER_PACKAGE = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ class Slot:
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
             raise RuntimeError(f"{lock_dir} is not a private folder of this user; remove it")
         for index in range(MAX_SLOTS):
-            handle: IO[bytes] = open(lock_dir / f"{index}.lock", "wb")  # noqa: SIM115 - held until release()
+            handle: IO[bytes] = open(lock_dir / f"{index}.lock", "wb")  # held until release()
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -288,7 +288,7 @@ class Box:
         return binds
 
     def command(self) -> list[str]:
-        """The process to start; it reads `init_config()` on its stdin."""
+        """The process to start; it reads `init_config()`, as JSON, on its stdin."""
         prefix: list[str] = []
         unshare = shutil.which("unshare") or "unshare"  # found with the judge's PATH: the box's own is fixed
         if self.level == "namespaces+uid":
@@ -306,24 +306,27 @@ class Box:
         scratch = str(self.home / "scratch")
         return {**ENVIRONMENT, "HOME": scratch, "TMPDIR": scratch}
 
-    def init_config(self, worker_config: dict[str, object]) -> bytes:
+    def init_config(self, worker: WorkerConfig) -> InitConfig:
+        """What the box's init is told: how to build the box, confine itself and start the worker."""
         bootstrap = (
             "import sys, runpy; sys.path.insert(0, sys.argv[1]); sys.argv = [sys.argv[0], sys.argv[2]]; "
             "runpy.run_module('worker', run_name='__main__', alter_sys=True)"
         )
-        argv = [_python(), "-I", "-u", "-c", bootstrap, self.runtime, json.dumps(worker_config)]
         inside = 0 if self.level == "user-namespace" else self.uid
-        init: dict[str, object] = {
-            "argv": argv, "env": self.environment(), "rlimits": self.rlimits(), "uid": inside, "gid": inside,
+        init: InitConfig = {
+            "argv": [_python(), "-I", "-u", "-c", bootstrap, self.runtime], "worker": dict(worker),
+            "env": self.environment(), "rlimits": self.rlimits(), "uid": inside, "gid": inside,
             "drop_uid": self.drops_uid, "die_with_parent": True,
             "cwd": str(self.home / "scratch"), "tmp_mb": BOX_TMPFS_MB,
             "cgroups": self.cgroup.procs_files if self.cgroup else [],
         }
         if self.confined:
             binds = self.binds()
-            init.update(box=str(self.home / "box"), binds=binds, masks=masks(binds, secrets(self.submission)),
-                        files=_identity_files(inside))
-        return json.dumps(init).encode()
+            init["box"] = str(self.home / "box")
+            init["binds"] = binds
+            init["masks"] = masks(binds, secrets(self.submission))
+            init["files"] = _identity_files(inside)
+        return init
 
     def isolation(self) -> Isolation:
         limits = {k: float(v) for k, v in self.rlimits().items()}

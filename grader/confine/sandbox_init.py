@@ -1,12 +1,12 @@
 """Trusted sandbox entry: build the box, give up every privilege, and run the worker below an init that ends it.
 
-Run as `python -I -S sandbox_init.py` with its JSON config on stdin (never on a command line, which any process
-can read), usually under `unshare`. Standard library only, so it imports nothing a learner could have touched.
-Every step that fails aborts with exit status 97 and a line on stderr: a worker that cannot be confined is never
-started unconfined. It then forks the worker and stays behind as its init (PID 1 of the namespace, or a child
-subreaper without one): it reaps orphans and, when the worker ends or the judge sends SIGTERM, kills everything
-the worker left running. Both run under the system call filter of `seccomp.py`, with keyrings of their own and
-the fixed ENVIRONMENT, whatever the judge's.
+Run as `python -I -S sandbox_init.py` with its JSON config (an `InitConfig`, checked by `read_config`) on stdin
+(never on a command line, which any process can read), usually under `unshare`. Standard library only, so it imports
+nothing a learner could have touched. Every step that fails aborts with exit status 97 and a line on stderr: a
+worker that cannot be confined is never started unconfined. It then forks the worker and stays behind as its init
+(PID 1 of the namespace, or a child subreaper without one): it reaps orphans and, when the worker ends or the judge
+sends SIGTERM, kills everything the worker left running. Both run under the system call filter of `seccomp.py`, with
+keyrings of their own and the fixed ENVIRONMENT, whatever the judge's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 if __package__:
     from grader.confine import seccomp
@@ -44,6 +44,63 @@ ENVIRONMENT = {
     "PATH": "/usr/bin:/bin", "HOME": "/scratch", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
 }
+
+class InitConfig(TypedDict):
+    """What the judge tells the init of one box (`Box.init_config` builds it)."""
+
+    argv: list[str]  # the worker's command; its config goes last, as JSON
+    worker: dict[str, Any]  # the worker's config (`grader.worker.messages.WorkerConfig`, which the worker checks)
+    env: dict[str, str]  # the worker's whole environment
+    rlimits: dict[str, int]  # resource name (RLIMIT_*) -> soft and hard limit
+    uid: int  # the worker's uid and gid inside the box
+    gid: int
+    drop_uid: bool  # whether to become `uid` (the grader runs as root)
+    die_with_parent: bool
+    cwd: str  # where the worker starts without a private root
+    tmp_mb: int  # the size of each tmpfs of the box
+    cgroups: list[str]  # cgroup.procs files to join before anything else
+    box: NotRequired[str]  # with namespaces: the folder that becomes the root, and what it holds
+    binds: NotRequired[list[tuple[str, str, bool]]]  # source, target in the box, read-only
+    masks: NotRequired[list[str]]  # box paths covered by an empty folder or /dev/null
+    files: NotRequired[dict[str, str]]  # box path -> text, written for the box alone
+
+
+FIELDS: dict[str, Any] = {
+    "argv": [str], "worker": dict, "env": {str: str}, "rlimits": {str: int}, "uid": int, "gid": int,
+    "drop_uid": bool, "die_with_parent": bool, "cwd": str, "tmp_mb": int, "cgroups": [str],
+}
+BOX_FIELDS: dict[str, Any] = {"box": str, "binds": [[str, str, bool]], "masks": [str], "files": {str: str}}
+
+
+def _conforms(value: Any, shape: Any) -> bool:
+    """Whether `value` has `shape`: a type, [item shape] for a list, [a, b, c] for a fixed row, {key: value}."""
+    if isinstance(shape, type):
+        return type(value) is shape
+    if isinstance(shape, dict):
+        ((key, item),) = shape.items()
+        return type(value) is dict and all(_conforms(k, key) and _conforms(v, item) for k, v in value.items())
+    if type(value) is not list:
+        return False
+    if len(shape) == 1:
+        return all(_conforms(v, shape[0]) for v in value)
+    return len(value) == len(shape) and all(_conforms(v, s) for v, s in zip(value, shape, strict=True))
+
+
+def check_config(raw: Any) -> InitConfig:
+    """`raw` as an InitConfig: every field present with its type, the box's fields all or none; ValueError
+    otherwise, before any step of the setup is taken."""
+    if type(raw) is not dict:
+        raise ValueError("the config is not an object")
+    boxed = "box" in raw
+    fields = {**FIELDS, **BOX_FIELDS} if boxed else FIELDS
+    unknown = set(raw) - set(fields)
+    if unknown:
+        raise ValueError(f"unknown config fields {sorted(unknown)}")
+    for name, shape in fields.items():
+        if name not in raw or not _conforms(raw[name], shape):
+            raise ValueError(f"config field {name!r} is missing or not of the expected type")
+    return raw  # type: ignore[return-value]
+
 
 try:
     _libc = ctypes.CDLL("libc.so.6", use_errno=True)  # glibc; find_library would spawn ldconfig
@@ -97,7 +154,7 @@ def mask(target: str) -> None:
         bind("/dev/null", target, read_only=True)
 
 
-def build_root(config: dict[str, Any]) -> None:
+def build_root(config: InitConfig) -> None:
     box = config["box"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
     mount("tmpfs", box, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
@@ -203,7 +260,7 @@ def filter_system_calls() -> None:
         fail(f"could not install the system call filter: {exc.strerror or exc}")
 
 
-def confine(config: dict[str, Any], parent: int | None, death_signal: int = signal.SIGKILL) -> None:
+def confine(config: InitConfig, parent: int | None, death_signal: int = signal.SIGKILL) -> None:
     """Give up every privilege, so that what runs next is no stronger than the worker, and get `death_signal`
     when the parent dies."""
     privileged = bool(config.get("box")) or os.geteuid() == 0
@@ -266,11 +323,12 @@ def _stop(signum: int, frame: object) -> None:
     raise Stop()
 
 
-def run(config: dict[str, Any], serve: Callable[[], None] | None = None) -> None:
+def run(config: InitConfig, serve: Callable[[], None] | None = None) -> None:
     """Fork the worker and stay behind as its init: reap orphans while it runs; when it ends, or the judge
     sends SIGTERM, kill everything it left and exit with its status (a signal's death reads as 128 + N).
 
-    The worker execs `config["argv"]`, or, forked from a process that has imported it already, calls `serve`.
+    The worker execs `config["argv"]` with its config last, or, forked from a process that has imported it
+    already, calls `serve`.
     """
     if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:  # without a PID namespace, orphans come here
         fail("prctl(PR_SET_CHILD_SUBREAPER)")
@@ -286,7 +344,7 @@ def run(config: dict[str, Any], serve: Callable[[], None] | None = None) -> None
             os.environ.update(config["env"])
             serve()
             os._exit(0)
-        os.execve(config["argv"][0], config["argv"], config["env"])
+        os.execve(config["argv"][0], [*config["argv"], json.dumps(config["worker"])], config["env"])
     # The parent (unshare, or the judge) lives outside any PID namespace. Without a namespace to take the
     # worker's descendants along, the judge's death must reach the handler that kills them: SIGTERM.
     confine(config, parent=None, death_signal=signal.SIGKILL if config.get("box") else signal.SIGTERM)
@@ -308,9 +366,9 @@ def run(config: dict[str, Any], serve: Callable[[], None] | None = None) -> None
     os._exit(128 - code if code < 0 else code)
 
 
-def read_config() -> dict[str, Any]:
-    """The config, from stdin; stdin then reads /dev/null, as the worker's always has."""
-    config: dict[str, Any] = json.loads(sys.stdin.buffer.read())
+def read_config() -> InitConfig:
+    """The config, from stdin, checked; stdin then reads /dev/null, as the worker's always has."""
+    config = check_config(json.loads(sys.stdin.buffer.read()))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -321,11 +379,11 @@ def main() -> None:
     start(read_config())
 
 
-def start(config: dict[str, Any], serve: Callable[[], None] | None = None) -> None:
+def start(config: InitConfig, serve: Callable[[], None] | None = None) -> None:
     """Everything between a fresh (namespaced) process and the running worker; never returns."""
     if config.get("die_with_parent"):
         _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
-    join_cgroups(config.get("cgroups", []))
+    join_cgroups(config["cgroups"])
     if config.get("box"):
         build_root(config)
     else:
@@ -338,5 +396,5 @@ def start(config: dict[str, Any], serve: Callable[[], None] | None = None) -> No
 if __name__ == "__main__":
     try:
         main()
-    except Exception as exc:  # noqa: BLE001 - report and refuse to run unconfined
+    except Exception as exc:  # report and refuse to run unconfined
         fail(f"{type(exc).__name__}: {exc}")

@@ -1,23 +1,24 @@
-"""The judge's handle on one worker process: start it in its box, exchange frames, and end it for good."""
+"""The judge's handle on one worker process: start it in its box, exchange frames, and end it for good.
+
+A frame's bytes are handed on unread: what they hold is accepted, or refused, by `grader.judge.accept`."""
 
 from __future__ import annotations
 
-import io
+import json
 import os
 import select
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from grader.confine.sandbox import Box
 from grader.confine.zygote import ForkedProcess, Zygote
-from grader.worker.framing import HEADER, ProtocolError
-
-MAX_RECORDS = 4096  # records in one frame's archive: one per tensor, and no answer holds thousands
-MAX_NODES = 1 << 16  # values in one decoded frame
+from grader.worker.framing import HEADER
+from grader.worker.messages import WorkerConfig
 
 
 class WorkerTimeout(Exception):
@@ -54,24 +55,25 @@ class CappedStream:
         return self.kept.decode("utf-8", "replace") + tail
 
 
-class Worker:
-    """One sandboxed worker that has imported one submission."""
+class WorkerProcess:
+    """One sandboxed worker process that has imported one submission: the pipes to it, its output, its end."""
 
     def __init__(self, box: Box, functions: list[str], zygote: Zygote | None = None) -> None:
         self.box = box
         self.max_frame = box.limits.result_mb << 20
         request_read, self._request_write = os.pipe()
         self._response_read, response_write = os.pipe()
-        config = {
+        config: WorkerConfig = {
             "submission": f"{box.runtime}/submission.py",
             "functions": functions,
             "request_fd": request_read,
             "response_fd": response_write,
             "max_frame_bytes": 1 << 30,
         }
+        init = box.init_config(config)
         self.process: subprocess.Popen[bytes] | ForkedProcess
         if zygote is not None:  # forked from a process that has imported torch already
-            self.process = zygote.spawn(box.init_config(config), box.level, request_read, response_write)
+            self.process = zygote.spawn(init, box.level, request_read, response_write)
         else:
             self.process = subprocess.Popen(
                 box.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -81,7 +83,7 @@ class Worker:
         os.close(response_write)
         if self.process.stdin is not None:
             try:
-                self.process.stdin.write(box.init_config(config))  # the sandbox's config, off every command line
+                self.process.stdin.write(json.dumps(init).encode())  # the sandbox's config, off every command line
                 self.process.stdin.close()
             except OSError:
                 pass  # the sandbox died at once (a broken pipe); the first read says how
@@ -103,21 +105,15 @@ class Worker:
             remaining -= len(chunk)
         return b"".join(chunks)
 
-    def receive(self, timeout: float) -> dict[str, Any]:
+    def receive(self, timeout: float) -> bytes:
+        """The payload of the next frame, unread; WorkerCrashed for a frame over the result limit."""
         deadline = time.monotonic() + timeout
         (size,) = HEADER.unpack(self._read(HEADER.size, deadline))
         if size > self.max_frame:
             raise WorkerCrashed(f"the worker sent {size} bytes, more than the {self.max_frame}-byte result limit")
-        from grader.worker import protocol  # torch, imported only once there is something to decode
+        return self._read(size, deadline)
 
-        payload = self._read(size, deadline)
-        try:
-            _check_archive(payload)
-            return _check_tensors(protocol.decode(payload))
-        except ProtocolError as exc:
-            raise WorkerCrashed(f"the worker sent unreadable data ({exc})") from None
-
-    def send(self, message: dict[str, Any], timeout: float) -> None:
+    def send(self, message: Mapping[str, Any], timeout: float) -> None:
         """Write one request without ever blocking: a worker that stops reading times out like a hang."""
         from grader.worker import protocol
 
@@ -132,10 +128,6 @@ class Worker:
                 continue
             except BrokenPipeError:
                 raise WorkerCrashed(self._death_note()) from None
-
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        self.send(message, timeout)
-        return self.receive(timeout)
 
     def _death_note(self) -> str:
         try:
@@ -197,46 +189,6 @@ def _ready(fd: int, event: int, deadline: float) -> bool:
     poller = select.poll()
     poller.register(fd, event)
     return bool(poller.poll(wait * 1000))
-
-
-def _check_archive(payload: bytes) -> None:
-    """Refuse a frame that torch.load would inflate. torch.save stores records uncompressed, so records adding
-    up to more than the frame itself can only be a forgery meant to exhaust the judge's memory."""
-    import torch
-
-    try:
-        reader = torch._C.PyTorchFileReader(io.BytesIO(payload))
-        records = reader.get_all_records()
-        total = sum(reader.get_record_size(name) for name in records[:MAX_RECORDS + 1])
-    except Exception as exc:  # noqa: BLE001 - whatever the reader makes of forged bytes, they are unreadable
-        raise ProtocolError(f"not a torch archive: {type(exc).__name__}") from None
-    if len(records) > MAX_RECORDS or total > len(payload):
-        raise ProtocolError(f"an archive of {len(records)} records holding {total} bytes in a {len(payload)}-byte "
-                            "frame")
-
-
-def _check_tensors(message: dict[str, Any]) -> dict[str, Any]:
-    """Let only plain dense tensors through: a sparse, meta or quantized tensor would fail inside the judge's
-    comparisons and read as the judge's own error."""
-    import torch
-
-    stack: list[Any] = [message]
-    seen = 0
-    while stack:
-        value = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise ProtocolError(f"more than {MAX_NODES} values in one frame")
-        if isinstance(value, dict):
-            stack += value.values()
-        elif isinstance(value, (list, tuple)):
-            stack += value
-        elif isinstance(value, torch.Tensor):
-            exotic = value.layout != torch.strided or value.is_quantized or value.is_nested
-            if type(value) is not torch.Tensor or exotic or value.device.type not in ("cpu", "cuda"):
-                raise ProtocolError(f"a {value.layout} {value.dtype} tensor on {value.device}; only dense tensors "
-                                    "cross to the judge")
-    return message
 
 
 def _kill_uid(uid: int, timeout: float = 5.0) -> None:

@@ -24,13 +24,31 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TypedDict
+
+from grader.confine.sandbox_init import InitConfig, check_config
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 PR_SET_PDEATHSIG = 1
 STATUS = struct.Struct(">i")
 MAX_JOB_BYTES = 1 << 20
+LEVELS = ("namespaces+uid", "user-namespace", "limits-only")
+
+
+class Job(TypedDict):
+    """What the judge sends the zygote for one worker (as JSON, with the worker's pipe ends beside it)."""
+
+    init: InitConfig  # the box's config, as `sandbox_init` would read it on stdin
+    level: str  # one of LEVELS: which namespaces the child enters before it becomes the box's init
+
+
+def read_job(data: bytes) -> Job:
+    """A job, its config checked as `sandbox_init` checks its own; ValueError otherwise."""
+    raw = json.loads(data)
+    if type(raw) is not dict or set(raw) != {"init", "level"} or raw["level"] not in LEVELS:
+        raise ValueError("a zygote job holds an init config and an isolation level")
+    return {"init": check_config(raw["init"]), "level": raw["level"]}
 
 
 # ----------------------------------------------------------------------------- the zygote process
@@ -51,10 +69,11 @@ def _enter_namespaces(level: str) -> None:
                 handle.write(text)
 
 
-def _child(config: dict[str, Any], fds: list[int]) -> None:
+def _child(job: Job, fds: list[int]) -> None:
     """In the forked child: become what `unshare --fork` would be, then the box's init below it."""
     from grader.confine import sandbox_init
     from grader.worker import __main__ as worker_main
+    from grader.worker.messages import read_worker_config
 
     stdout, stderr, request, response, status = fds
     sandbox_init._libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the zygote gone, so are we
@@ -69,8 +88,8 @@ def _child(config: dict[str, Any], fds: list[int]) -> None:
                 os.close(fd)
             except OSError:
                 pass
-    worker_config = json.loads(config["argv"][-1])
-    worker_config.update(request_fd=request, response_fd=response)
+    config = job["init"]
+    worker_config = read_worker_config({**config["worker"], "request_fd": request, "response_fd": response})
     sys.argv = ["-c", json.dumps(worker_config)]  # what an exec'd worker sees: the same process, forked or not
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)  # as `python -u` would
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
@@ -79,9 +98,8 @@ def _child(config: dict[str, Any], fds: list[int]) -> None:
         worker_main.serve(worker_config)
         sys.stdout.flush()
 
-    level = config.pop("level")
-    if level != "limits-only":
-        _enter_namespaces(level)
+    if job["level"] != "limits-only":
+        _enter_namespaces(job["level"])
     init = os.fork()
     if init == 0:
         os.close(status)
@@ -95,7 +113,7 @@ def _child(config: dict[str, Any], fds: list[int]) -> None:
     os._exit(0)
 
 
-def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+def _receive(sock: socket.socket) -> tuple[bytes, list[int]] | None:
     fds = array.array("i")
     data, ancdata, _, _ = sock.recvmsg(MAX_JOB_BYTES, socket.CMSG_LEN(8 * fds.itemsize))
     if not data:
@@ -103,7 +121,7 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-    return json.loads(data), list(fds)
+    return data, list(fds)
 
 
 def serve_forever(sock: socket.socket) -> None:
@@ -120,13 +138,13 @@ def serve_forever(sock: socket.socket) -> None:
         job = _receive(sock)
         if job is None:
             return
-        config, fds = job
+        data, fds = job
         pid = os.fork()
         if pid == 0:
             try:
                 sock.close()
-                _child(config, fds)
-            except BaseException as exc:  # noqa: BLE001 - never return into the zygote's loop
+                _child(read_job(data), fds)  # a job it cannot read ends this child, never the zygote
+            except BaseException as exc:  # never return into the zygote's loop
                 os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
             os._exit(97)
         for fd in fds:
@@ -205,16 +223,15 @@ class Zygote:
             raise RuntimeError("the worker zygote did not start")
         ours.settimeout(None)
 
-    def spawn(self, init_config: bytes, level: str, request: int, response: int) -> ForkedProcess:
-        config = json.loads(init_config)
-        config["level"] = level
+    def spawn(self, init: InitConfig, level: str, request: int, response: int) -> ForkedProcess:
+        job: Job = {"init": init, "level": level}
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         status_r, status_w = os.pipe()
         fds = [out_w, err_w, request, response, status_w]
         try:
             with self._lock:
-                self._sock.sendmsg([json.dumps(config).encode()],
+                self._sock.sendmsg([json.dumps(job).encode()],
                                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
                 data = self._sock.recv(STATUS.size, socket.MSG_WAITALL)
         finally:

@@ -417,7 +417,7 @@ def check_main(argv: list[str] | None = None) -> int:
 
             return int(watch_check(root, args.file.resolve(), report))
         return int(run_check(root, args.file.resolve(), report))
-    except Exception as exc:  # noqa: BLE001 - a fault of the pack is never the learner's
+    except Exception as exc:  # a fault of the pack is never the learner's
         import traceback
 
         traceback.print_exc()

@@ -1,11 +1,13 @@
 """Grading one submission on the trusted side.
 
-- `grading`: `Grading`, which runs every check against a worker and assembles the report.
+- `grading`: `grade`, one submission from its worker's start to the assembled report.
+- `supervisor`: `WorkerSupervisor`, the submission's worker: start, restart, time budget, streaming calls.
+- `context`: `CheckContext`, what a check may ask: cases, expectations, the learner's answers, the toy's series.
+- `accept`: accepting what crosses from the worker (frames, answers, observations) and the toy's series.
 - `cases`: `Call`, one call of one contract function, the unit every check is built from.
 - `expectations`: what the reference and the oracle do on every case, cached per problem and seed.
 - `checks`: the registry of check kinds, each a function from (context, spec) to a result.
-- `observation`: accepting a worker's untrusted answer and comparing it, aspect by aspect.
-- `compare`: tensor comparison with tolerances, and the message that says why two values differ.
+- `compare`: comparing an accepted observation with the expected one, aspect by aspect, with the evidence.
 - `diagnosis`: naming the misreading behind failures, and follow-through credit.
 - `experiment`: the T3 toy, driven here with the learner's functions behind proxies.
 """

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from grader.worker.messages import CallRequest, read_call
+
 
 @dataclass(frozen=True)
 class Call:
@@ -30,26 +32,21 @@ class Call:
     hidden: bool = field(default=False, compare=False)
     group: str | None = field(default=None, compare=False)
 
-    def request(self) -> dict[str, Any]:
+    def request(self) -> CallRequest:
         """What the worker needs to make the call: never the label, the group or whether it is hidden."""
-        return {
-            "op": "call",
-            "function": self.function,
-            "kwargs": dict(self.kwargs),
-            "requires_grad": list(self.requires_grad),
-            "backward": self.backward,
-        }
+        return {"function": self.function, "kwargs": dict(self.kwargs), "requires_grad": list(self.requires_grad),
+                "backward": bool(self.backward)}
 
     def to_data(self) -> dict[str, Any]:
-        """Plain data for the expectations cache and the learner pack (read back with `weights_only=True`)."""
-        return {"function": self.function, "kwargs": dict(self.kwargs), "label": self.label,
-                "requires_grad": list(self.requires_grad), "backward": self.backward, "hidden": self.hidden,
-                "group": self.group}
+        """Plain data for the expectations cache and the learner pack (read back with `weights_only=True`): the
+        request and what only the judge knows of the case."""
+        return {**self.request(), "label": self.label, "hidden": self.hidden, "group": self.group}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Call:
-        return cls(str(data["function"]), dict(data["kwargs"]), str(data["label"]), tuple(data["requires_grad"]),
-                   bool(data["backward"]), bool(data.get("hidden", False)), data.get("group"))
+        request = read_call(data)
+        return cls(request["function"], dict(request["kwargs"]), str(data["label"]), tuple(request["requires_grad"]),
+                   request["backward"], bool(data.get("hidden", False)), data.get("group"))
 
 
 CaseGenerator = Callable[[torch.Generator], list[Call]]

@@ -10,10 +10,9 @@ from typing import Any, Protocol
 import torch
 
 from grader.judge.cases import Call
-from grader.judge.compare import Mismatch, compare_tensors
+from grader.judge.compare import Mismatch, Outcome, compare_tensors, input_context, judge_case, same_as
 from grader.judge.diagnosis import Misconception, follow_through
 from grader.judge.experiment import CallFailed, PartResult
-from grader.judge.observation import Outcome, input_context, judge_case, same_as
 from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict
 from grader.outputs.report import CheckResult, round_score
@@ -44,7 +43,7 @@ def failure_evidence(failure: LearnerFailure) -> Mismatch:
 
 
 class Context(Protocol):
-    """What a check may ask of the judge; implemented by `judge.Grading`."""
+    """What a check may ask of the judge; implemented by `context.CheckContext`."""
 
     def cases(self, check: CheckSpec) -> list[Call]: ...
     def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]: ...
@@ -166,7 +165,7 @@ def run_check(ctx: Context, check: CheckSpec) -> CheckRun:
     start = time.perf_counter()
     try:
         tally = REGISTRY[check.kind](ctx, check)
-    except Exception as exc:  # noqa: BLE001 - a fault of the judge itself, never charged to the learner
+    except Exception as exc:  # a fault of the judge itself, never charged to the learner
         text = f"internal error of the grader, not of your code: {type(exc).__name__}: {exc}"
         # the exception text may quote a hidden case (the reference's own error, say): instructors only
         learner = "internal error of the grader, not of your code; the course staff can see the details"

@@ -81,7 +81,7 @@ class Expectations:
             self._series = data["series"]
             self._series_parts = dict(data["series_parts"])
             self._wrong_series = data.get("wrong_series")
-        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+        except Exception:  # a damaged cache is recomputed, never trusted
             self._cases, self._observations, self._series, self._series_parts = {}, {}, None, {}
 
     def warm(self) -> None:
@@ -128,7 +128,7 @@ class Expectations:
             return
         try:
             data = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
-        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+        except Exception:  # a damaged cache is recomputed, never trusted
             return
         self._observations.update({k: v for k, v in data.items()
                                    if k.startswith("misconception:") and k.endswith(f"/{name}")})

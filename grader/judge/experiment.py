@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
+from grader.judge.accept import accept_series
 from grader.judge.cases import Call, generator_for
-from grader.judge.observation import exception_text
+from grader.judge.compare import exception_text
 from grader.model.verdicts import Verdict
 
 Observe = Callable[[Call, float], dict[str, Any]]  # (call, timeout_s) -> an accepted observation
-MAX_SERIES_POINTS = 4096  # a part's series longer than this is refused: it would only cost the judge
 
 
 class CallFailed(Exception):
@@ -119,7 +119,7 @@ class Driver:
         try:
             with torch.enable_grad():
                 raw = part(rng, **proxies)
-            result.series = _checked_series(raw, part.__name__)
+            result.series = accept_series(raw, part.__name__)
         except CallFailed as failed:
             result.failure = failed
         except (TypeError, ValueError, IndexError, RuntimeError) as exc:
@@ -160,20 +160,6 @@ class Driver:
         grads = observation.get("grads", {})
         ordered = tuple(grads.get(name) for name in wrt)
         return put_back(_Replayed.apply(scalar, ordered, *inputs))  # type: ignore[no-untyped-call]  # torch leaves it bare
-
-
-def _checked_series(raw: object, part: str) -> dict[str, torch.Tensor]:
-    if not isinstance(raw, dict):
-        raise TypeError(f"part {part} returned {type(raw).__name__}, not a dict of series")
-    series = {}
-    for name, value in raw.items():
-        if type(value) is not torch.Tensor or value.dim() != 1 or not value.is_floating_point():
-            raise TypeError(f"series {name!r} of part {part} is not a 1-D floating tensor")
-        if value.numel() > MAX_SERIES_POINTS:
-            raise ValueError(f"series {name!r} of part {part} has {value.numel()} points, more than "
-                             f"{MAX_SERIES_POINTS}")
-        series[str(name)] = value.detach().to(torch.float64).clone()
-    return series
 
 
 def run_experiment(module: Any, function_names: list[str], observe: Observe, seed: int, timeout_s: float,

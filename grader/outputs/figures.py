@@ -90,7 +90,7 @@ def main() -> int:
             try:
                 draw_figure(spec)
                 written.append(spec["file"])
-            except (Exception, MemoryError) as exc:  # noqa: BLE001 - one figure's failure spares the others
+            except (Exception, MemoryError) as exc:  # one figure's failure spares the others
                 failed[spec["file"]] = f"{type(exc).__name__}: {exc}"[:300]
     sys.stdout.write(json.dumps({"written": written, "failed": failed}) + "\n")
     return 0

@@ -269,7 +269,7 @@ class PlotJob:
             if series:
                 specs, self.failures = figure_specs(self._plots, series, self._out_dir, self._note, self._reference,
                                                     self._preview, self._tolerances, self._as_reference)
-        except Exception as exc:  # noqa: BLE001 - a plot the judge cannot prepare is a missing plot, not a grade
+        except Exception as exc:  # a plot the judge cannot prepare is a missing plot, not a grade
             self.failures = {plot.file: f"not prepared: {type(exc).__name__}: {exc}" for plot in self._plots}
         self._asked = [spec["file"] for spec in specs]
         line = ""

@@ -98,7 +98,7 @@ class WarmJudge:
     def _start_zygote(self) -> None:
         try:
             self.zygote = Zygote()
-        except BaseException as exc:  # noqa: BLE001 - raised again in the main thread, which reports it
+        except BaseException as exc:  # raised again in the main thread, which reports it
             self._start_error = exc
 
     def _plot_job(self) -> PlotJob | None:
@@ -147,7 +147,7 @@ class WarmJudge:
             report = write_outputs(self.problem, graded, self.out, cast("PlotJob | None", plots))
             if job_used and graded.series is not None:
                 self._drawn = DrawnPlots(graded.series, report.artifacts, job.notes() if job is not None else "")
-        except Exception as exc:  # noqa: BLE001 - contained to this grade, as grade-all contains it to one file
+        except Exception as exc:  # contained to this grade, as grade-all contains it to one file
             tell_instructor(self.file, exc)
             report = judge_error_report(self.problem, snapshot.path, self.seed, exc, self.command)
             write_report(report, self.out / "report.json")

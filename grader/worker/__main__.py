@@ -1,7 +1,6 @@
-"""Runs UNTRUSTED learner code: import one submission, then answer the judge's requests until told to stop.
+"""Runs UNTRUSTED learner code: import one submission, then answer the judge's requests until it goes away.
 
-Usage: python -m <worker package> CONFIG_JSON
-CONFIG_JSON holds: submission (path), functions (names), request_fd, response_fd, max_frame_bytes.
+Usage: python -m <worker package> CONFIG_JSON, a `messages.WorkerConfig`.
 The worker only ever calls the learner's functions on the judge's request: the toy experiment runs in the
 judge, which calls the functions here one by one.
 """
@@ -23,7 +22,8 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from . import protocol  # noqa: E402
+from . import messages, protocol  # noqa: E402
+from .messages import CallRequest, WorkerConfig  # noqa: E402
 
 SUBMISSION_MODULE = "paperleet_submission"  # fixed name: a file called torch.py or grader.py shadows nothing
 
@@ -54,34 +54,32 @@ def signature_of(obj: Any) -> dict[str, Any]:
     }
 
 
-def import_report(submission: str, functions: list[str]) -> tuple[ModuleType | None, dict[str, Any]]:
+Hello = messages.Ready | messages.ImportFailed  # the worker's first frame
+
+
+def import_report(submission: str, functions: list[str]) -> tuple[ModuleType | None, Hello]:
     try:
         module = load_module(SUBMISSION_MODULE, submission)
     except SyntaxError as exc:
-        return None, {"op": "import_error", "type": "SyntaxError", "message": str(exc.msg), "line": exc.lineno}
-    except BaseException as exc:  # noqa: BLE001 - any failure at import is the learner's
+        return None, messages.import_failed({"type": "SyntaxError", "message": str(exc.msg)}, exc.lineno)
+    except BaseException as exc:  # any failure at import is the learner's
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == submission]
         line = frames[-1].lineno if frames else None
-        return None, {"op": "import_error", **protocol.describe_exception(exc), "line": line}
+        return None, messages.import_failed(protocol.describe_exception(exc), line)
     found = {name: signature_of(getattr(module, name)) for name in functions if hasattr(module, name)}
-    return module, {"op": "ready", "functions": found}
+    return module, messages.ready(found)
 
 
-def handle(request: dict[str, Any], module: ModuleType, config: dict[str, Any]) -> dict[str, Any]:
-    op = request.get("op")
-    if op == "call":
-        function = getattr(module, request["function"], None)
-        if function is None:
-            return {"op": "missing", "function": request["function"]}
-        return {"op": "observed", **protocol.observe_call(
-            function, request["kwargs"], list(request.get("requires_grad", [])), bool(request.get("backward")),
-            source=config["submission"],
-        )}
-    return {"op": "error", "message": f"unknown op {op!r}"}
+def handle(call: CallRequest, module: ModuleType, config: WorkerConfig) -> dict[str, Any]:
+    function = getattr(module, call["function"], None)
+    if function is None:
+        return dict(messages.missing(call["function"]))
+    return messages.observed(protocol.observe_call(function, call["kwargs"], call["requires_grad"], call["backward"],
+                                                   source=config["submission"]))
 
 
 def main() -> None:
-    serve(json.loads(sys.argv[1]))
+    serve(messages.read_worker_config(json.loads(sys.argv[1])))
 
 
 def warm_up() -> None:
@@ -95,7 +93,7 @@ def warm_up() -> None:
     protocol.decode(protocol.encode(observation)[protocol.HEADER.size:])
 
 
-def serve(config: dict[str, Any]) -> None:
+def serve(config: WorkerConfig) -> None:
     """Import the submission, say how that went, then answer requests until the judge stops."""
     warm_up()
     request_fd, response_fd = config["request_fd"], config["response_fd"]
@@ -108,13 +106,13 @@ def serve(config: dict[str, Any]) -> None:
             request = protocol.read_frame(request_fd, config["max_frame_bytes"])
         except protocol.ProtocolError:
             return  # the judge went away
-        if request.get("op") == "exit":
-            return
-        if request.get("op") == "calls":  # a batch: one answer per call, each written as soon as it is ready
-            for call in request.get("calls", []):
-                protocol.write_frame(response_fd, handle(call, module, config))
+        try:
+            calls = messages.read_calls(request)
+        except ValueError as exc:
+            protocol.write_frame(response_fd, messages.request_error(str(exc)))
             continue
-        protocol.write_frame(response_fd, handle(request, module, config))
+        for call in calls:  # one answer per call, each written as soon as it is ready
+            protocol.write_frame(response_fd, handle(call, module, config))
 
 
 if __name__ == "__main__":

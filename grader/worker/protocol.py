@@ -93,7 +93,7 @@ def describe_exception(exc: BaseException, source: str | None = None) -> dict[st
     if source is not None:
         try:
             frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == source]
-        except Exception:  # noqa: BLE001 - a traceback the learner tampered with is left out, not fatal
+        except Exception:  # a traceback the learner tampered with is left out, not fatal
             frames = []
         described["where"] = "; ".join(f"line {f.lineno} in {f.name}: {(f.line or '').strip()[:120]}"
                                        for f in frames[-3:])[:600]
@@ -126,7 +126,7 @@ def _backward(output: Any, inputs: Mapping[str, Any], requires_grad: list[str]) 
         return {"backward_error": {"type": "TypeError", "bases": ["TypeError"], "message": "output is not a Tensor"}}
     try:
         (output if output.dim() == 0 else output.sum()).backward()
-    except BaseException as exc:  # noqa: BLE001 - any failure of backward is an observation
+    except BaseException as exc:  # any failure of backward is an observation
         return {"backward_error": describe_exception(exc)}
     grads = {}
     for name in requires_grad:
@@ -149,7 +149,7 @@ def observe_call(
     observation: dict[str, Any] = {}
     try:
         output = function(**inputs)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit from learner code is an observation too
+    except BaseException as exc:  # SystemExit from learner code is an observation too
         observation["raised"] = describe_exception(exc, source)
     else:
         observation["output"] = describe(output)

@@ -58,7 +58,7 @@ try:
 
     found |= look(str(grader.paths.PROJECT_ROOT))
     found.add("imported the grader package")
-except Exception:  # noqa: BLE001
+except Exception:
     pass
 for name in ("paperleet", "grader"):
     try:

@@ -1,0 +1,81 @@
+"""What a check may ask while it runs: the problem's cases and expectations, and the learner's answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from grader.judge.cases import Call
+from grader.judge.checks import LearnerFailure
+from grader.judge.expectations import Expectations
+from grader.judge.experiment import CallFailed, PartResult, run_experiment
+from grader.judge.supervisor import WorkerSupervisor
+from grader.model.problem import Problem
+from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
+
+
+class CheckContext:
+    """The `checks.Context` of one submission: the expected side from `Expectations`, the learner's side through
+    the supervisor of its worker; the toy experiment runs once, on first request."""
+
+    def __init__(self, problem: Problem, expectations: Expectations, supervisor: WorkerSupervisor) -> None:
+        self.problem, self.expect, self.supervisor = problem, expectations, supervisor
+        self._parts: list[PartResult] | None = None
+
+    def cases(self, check: CheckSpec) -> list[Call]:
+        assert check.cases is not None
+        return self.expect.cases(check.cases)
+
+    def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]:
+        assert check.cases is not None
+        return self.expect.observation(check.expected, check.cases, index)
+
+    def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any] | LearnerFailure]:
+        return self.supervisor.observe_all(calls)
+
+    def signatures(self) -> dict[str, Any]:
+        return dict(self.supervisor.hello.get("functions", {}))
+
+    def functions(self) -> list[FunctionSpec]:
+        return self.problem.spec.functions
+
+    def tolerances(self) -> dict[str, Tolerance]:
+        return dict(self.problem.spec.tolerances.items())
+
+    @property
+    def experiment_ran(self) -> bool:
+        return self._parts is not None
+
+    def experiment(self) -> list[PartResult]:
+        """The toy run with the learner's functions, once; it never takes more than half of what is left."""
+        if self._parts is None:
+            def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+                try:
+                    return self.supervisor.observe_one(call, timeout_s)
+                except LearnerFailure as failure:
+                    raise CallFailed(failure.verdict, f"{call.function}: {failure.message}") from None
+
+            names = [f.name for f in self.problem.spec.functions]
+            limits = self.supervisor.limits
+            timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
+            self._parts = run_experiment(self.problem.experiment_module, names, observe, self.expect.seed, timeout,
+                                         limits.call_timeout_s)
+        return self._parts
+
+    def learner_series(self) -> dict[str, torch.Tensor]:
+        return {name: value for part in self.experiment() for name, value in part.series.items()}
+
+    def reference_series(self) -> dict[str, torch.Tensor]:
+        return self.expect.series()
+
+    def series_part(self, series: str) -> str:
+        return self.expect.series_parts().get(series, "")
+
+    def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]:
+        assert check.cases is not None
+        return self.expect.misconception_observations(check.cases, index)
+
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
+        return self.expect.misconception_series()
