@@ -151,6 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=count, default=0)
 
+    known_wrong = commands.add_parser("known-wrong", help="write the known-wrong solutions declared in "
+                                      "reference/ID/wrong/ and print their paths", epilog=EPILOG)
+    known_wrong.add_argument("--problem", required=True)
+    known_wrong.add_argument("names", nargs="*", metavar="NAME", help="only these (default: all)")
+
     gradescope = commands.add_parser("gradescope-zip", help="build a Gradescope autograder zip", epilog=EPILOG)
     gradescope.add_argument("--problem", required=True)
     gradescope.add_argument("--out", type=Path, help="default artifacts/gradescope/ID.zip")

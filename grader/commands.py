@@ -352,6 +352,15 @@ def cmd_validate(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
 
 
+def cmd_known_wrong(args: argparse.Namespace) -> ExitCode:
+    """The materialized known-wrong files, one path a line, relative to the project root where they lie in it."""
+    problem = Problem(args.problem)
+    paths = [problem.known_wrong_file(name) for name in args.names] or [k.path for k in problem.known_wrong()]
+    for path in paths:
+        print(path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path)
+    return ExitCode.OK
+
+
 def cmd_gradescope_zip(args: argparse.Namespace) -> ExitCode:
     from grader.course.gradescope_zip import build_zip
 
@@ -407,6 +416,7 @@ def dispatch(args: argparse.Namespace, launched: Launched | None = None) -> Exit
         return cmd_grade(args, launched)
     handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
+    handlers["known-wrong"] = cmd_known_wrong
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack
     handlers["watch"] = cmd_watch

@@ -10,6 +10,7 @@ import pytest
 from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
+from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_diagnosis
@@ -71,7 +72,7 @@ def test_a_group_passes_only_when_every_call_passes_or_is_carried() -> None:
 
 def test_declarations_are_checked(tmp_path: Path) -> None:
     (tmp_path / "wrong").mkdir()
-    (tmp_path / "wrong" / "b.py").write_text("")
+    (tmp_path / "wrong" / "b.toml").write_text("")
     good = '[[misconceptions]]\nid = "bessel"\nsolution = "b.py"\nowners = ["ddof"]\nexplanation = "Divide by G."\n'
     (tmp_path / "m.toml").write_text(good)
     assert [m.id for m in load_misconceptions(tmp_path / "m.toml", ["ddof"], tmp_path / "wrong")] == ["bessel"]
@@ -108,7 +109,7 @@ def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
 def test_always_bessel_is_diagnosed_and_charged_once(run_cli, tmp_path: Path) -> None:
     """The README's example: a grpo solution that always applies Bessel's correction, as RL libraries do."""
     out = tmp_path / "out"
-    result = run_cli("grade", str(ROOT / "reference" / "grpo_advantages" / "wrong" / "always_bessel.py"),
+    result = run_cli("grade", str(Problem("grpo_advantages").known_wrong_file("always_bessel.py")),
                      "--problem", "grpo_advantages", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
@@ -116,7 +117,7 @@ def test_always_bessel_is_diagnosed_and_charged_once(run_cli, tmp_path: Path) ->
     lost = {c["id"] for tier in report["tiers"] for c in tier["checks"] if c["score"] < c["max_score"]}
     assert lost == {"unbiased_ddof"}
     assert "bessel_always" in result.stdout.split("┏")[0]  # the diagnosis is printed before the table
-    strict = run_cli("grade", str(ROOT / "reference" / "grpo_advantages" / "wrong" / "always_bessel.py"),
+    strict = run_cli("grade", str(Problem("grpo_advantages").known_wrong_file("always_bessel.py")),
                      "--problem", "grpo_advantages", "--out", str(tmp_path / "strict"), "--no-follow-through")
     assert strict.returncode == 0, strict.stderr[-2000:]
     strict_report = json.loads((tmp_path / "strict" / "report.json").read_text())

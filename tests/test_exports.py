@@ -28,7 +28,7 @@ from grader.outputs.report import Report, load_report, round_score
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"
-WRONG = ROOT / "reference" / PROBLEM / "wrong" / "ratio_inverted.py"  # fails every hidden T1 case
+WRONG = Problem(PROBLEM).known_wrong_file("ratio_inverted.py")  # fails every hidden T1 case
 
 # Gradescope's autograder specification, results.json: the fields it documents.
 GRADESCOPE_TOP = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",

@@ -22,7 +22,7 @@ from grader.model.spec import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"
-WRONG = ROOT / "reference" / PROBLEM / "wrong" / "ratio_inverted.py"
+WRONG = Problem(PROBLEM).known_wrong_file("ratio_inverted.py")
 
 
 def _run(command: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from conftest import ROOT
 from grader.judge.cases import Call
 from grader.judge.compare import judge_case
 from grader.judge.expectations import Expectations, single_threaded
-from grader.model.problem import Problem, list_problems, load_module, parse_known_wrong
+from grader.model.problem import Problem, list_problems, load_module
 from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
@@ -111,7 +111,7 @@ def test_each_solution_is_a_distinct_known_wrong_file(problem_id: str) -> None:
     assert len(solutions) == len(set(solutions)), "one known-wrong file embodies two misconceptions"
     for name in solutions:
         assert Path(name).name == name and name.endswith(".py"), f"{name!r} must be a file name under wrong/"
-        assert (wrong_dir / name).is_file(), f"{name} is not a file of {wrong_dir}"
+        assert (wrong_dir / name).with_suffix(".toml").is_file(), f"{name} is not declared in {wrong_dir}"
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
@@ -123,7 +123,7 @@ def test_owners_are_checks_the_solution_declares_it_fails(problem_id: str) -> No
         assert len(owners) == len(set(owners)), f"{entry['id']}: an owner is listed twice"
         unknown = set(owners) - check_ids
         assert not unknown, f"{entry['id']}: owners {sorted(unknown)} are not checks of {problem_id}"
-        known = parse_known_wrong(problem.reference_dir / "wrong" / entry["solution"])
+        (known,) = [k for k in problem.known_wrong() if k.path.name == entry["solution"]]
         undeclared = set(owners) - known.must_fail - known.may_fail
         assert not undeclared, (f"{entry['id']}: owners {sorted(undeclared)} are in neither must_fail nor may_fail "
                                 f"of {entry['solution']}")
@@ -176,7 +176,7 @@ def _public_cases(problem_id: str) -> tuple[Case, ...]:
 
 def _solution_functions(problem: Problem, solution: str) -> dict[str, Callable[..., Any]]:
     module = load_module(f"paperleet_test_misconception_{problem.id}_{Path(solution).stem}",
-                         problem.reference_dir / "wrong" / solution)
+                         problem.known_wrong_file(solution))
     return {f.name: getattr(module, f.name) for f in problem.spec.functions}
 
 

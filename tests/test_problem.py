@@ -15,7 +15,7 @@ from conftest import PROBLEM, ROOT
 
 from grader.judge.cases import generator_for
 from grader.judge.compare import compare_tensors, tolerance_for
-from grader.model.problem import Problem, list_problems, parse_known_wrong
+from grader.model.problem import Problem, list_problems
 from grader.model.spec import SpecError
 from grader.worker.protocol import observe_call
 
@@ -104,20 +104,6 @@ def test_known_wrong_headers_parse_and_name_real_checks(problem: Problem) -> Non
         assert wrong.must_fail, wrong.path.name
         assert wrong.must_fail | wrong.may_fail <= check_ids, wrong.path.name
         assert not wrong.must_fail & wrong.may_fail, wrong.path.name
-
-
-def test_known_wrong_header_parses_lists(tmp_path: Path) -> None:
-    path = tmp_path / "w.py"
-    path.write_text("# defect: off by one\n# must_fail: a, b\n# may_fail:\nx = 1\n")
-    wrong = parse_known_wrong(path)
-    assert (wrong.defect, wrong.must_fail, wrong.may_fail) == ("off by one", frozenset({"a", "b"}), frozenset())
-
-
-def test_known_wrong_without_must_fail_is_rejected(tmp_path: Path) -> None:
-    path = tmp_path / "w.py"
-    path.write_text("# defect: forgot the list\n")
-    with pytest.raises(SpecError, match="must_fail"):
-        parse_known_wrong(path)
 
 
 # ---------------------------------------------------------------- loader

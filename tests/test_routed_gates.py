@@ -120,7 +120,7 @@ def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str,
 
 
 def _wrong(problem: Problem, name: str) -> Callable[..., Any]:
-    module = load_module(f"paperleet_test_routed_{name}", problem.reference_dir / "wrong" / f"{name}.py")
+    module = load_module(f"paperleet_test_routed_{name}", problem.known_wrong_file(name))
     return module.routed_gates
 
 

@@ -25,7 +25,7 @@ from grader.watch.loop import Fingerprint, SaveWatcher, fingerprint
 
 PROBLEM = "grpo_advantages"
 REFERENCE = ROOT / "reference" / PROBLEM / "reference.py"
-WRONG = ROOT / "reference" / PROBLEM / "wrong" / "ddof_swapped.py"  # embodies a declared misreading
+WRONG = Problem(PROBLEM).known_wrong_file("ddof_swapped.py")  # embodies a declared misreading
 FIRST_REPORT_S = 600.0  # the first grade computes the expectations and, for a wrong file, the misreadings' data
 SAVE_REPORT_S = 180.0
 
@@ -290,11 +290,11 @@ def test_warm_judge_discards_keeps_and_redraws(tmp_path: Path, monkeypatch: pyte
         assert shown == [drawn.report]
         stamps = {name: (out / name).stat().st_mtime_ns for name in plots}
         time.sleep(0.05)
-        same_toy = ROOT / "reference" / PROBLEM / "wrong" / "default_unbiased_true.py"  # its toy series are the same
+        same_toy = Problem(PROBLEM).known_wrong_file("default_unbiased_true.py")  # its toy series are the same
         kept = grade(same_toy, publish=True)
         assert sorted(kept.report.artifacts) == plots
         assert {name: (out / name).stat().st_mtime_ns for name in plots} == stamps, "the plots were drawn again"
-        changed = grade(ROOT / "reference" / PROBLEM / "wrong" / "always_normalizes.py", publish=True)
+        changed = grade(Problem(PROBLEM).known_wrong_file("always_normalizes.py"), publish=True)
         assert any((out / name).stat().st_mtime_ns != stamps[name] for name in changed.report.artifacts)
         zygote = judge.zygote
         assert zygote is not None and zygote.process.poll() is None

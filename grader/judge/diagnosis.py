@@ -34,7 +34,7 @@ class Misconception(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # a file under reference/<id>/wrong/
+    solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # known-wrong, declared by wrong/<stem>.toml
     owners: list[str] = Field(min_length=1)
     explanation: str = Field(min_length=10, max_length=600)
 
@@ -62,8 +62,8 @@ def load_misconceptions(path: Path, check_ids: Iterable[str], wrong_dir: Path) -
         unknown = [owner for owner in item.owners if owner not in known]
         if unknown:
             raise SpecError(f"{path}: misconception {item.id!r} names unknown owner checks {unknown}")
-        if not (wrong_dir / item.solution).is_file():
-            raise SpecError(f"{path}: misconception {item.id!r} names {item.solution}, not a file of {wrong_dir}")
+        if not (wrong_dir / item.solution).with_suffix(".toml").is_file():
+            raise SpecError(f"{path}: misconception {item.id!r} names {item.solution}, not declared in {wrong_dir}")
     return declared
 
 

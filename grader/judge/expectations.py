@@ -22,14 +22,10 @@ import torch
 from grader.judge.cases import Call, generator_for
 from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem
-from grader.paths import PROJECT_ROOT
+from grader.paths import cache_dir
 from grader.worker import protocol
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("PAPERLEET_CACHE", PROJECT_ROOT / "artifacts" / ".cache"))
 
 
 def _grader_hash() -> str:

@@ -2,5 +2,6 @@
 
 - `spec`: the strict model of `problems/<id>/problem.toml`.
 - `problem`: locates and loads a problem's files (cases, experiment, reference, oracle, known-wrong).
+- `known_wrong`: known-wrong solutions declared as edits of the reference, materialized as files in the cache.
 - `verdicts`: closed vocabularies: check verdicts, submission statuses, exit codes.
 """

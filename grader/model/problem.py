@@ -8,7 +8,6 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -16,18 +15,9 @@ from typing import Any
 
 from grader.judge.cases import CaseGenerator
 from grader.judge.diagnosis import Misconception, load_misconceptions
+from grader.model.known_wrong import KnownWrong, materialize
 from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
 from grader.paths import PROJECT_ROOT
-
-
-@dataclass(frozen=True)
-class KnownWrong:
-    """A solution that must fail `must_fail` and may fail `may_fail`, and nothing else."""
-
-    path: Path
-    defect: str
-    must_fail: frozenset[str]
-    may_fail: frozenset[str]
 
 
 def load_module(name: str, path: Path) -> ModuleType:
@@ -38,24 +28,6 @@ def load_module(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module  # dataclasses and pickling look a module up by name
     spec.loader.exec_module(module)
     return module
-
-
-_HEADER = re.compile(r"^#\s*(defect|must_fail|may_fail):(.*)$")
-
-
-def parse_known_wrong(path: Path) -> KnownWrong:
-    fields: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        match = _HEADER.match(line.strip())
-        if match:
-            fields[match.group(1)] = match.group(2).strip()
-    if "defect" not in fields or "must_fail" not in fields:
-        raise SpecError(f"{path}: header needs '# defect:' and '# must_fail:' lines")
-
-    def ids(text: str) -> frozenset[str]:
-        return frozenset(part.strip() for part in text.split(",") if part.strip())
-
-    return KnownWrong(path, fields["defect"], ids(fields["must_fail"]), ids(fields.get("may_fail", "")))
 
 
 class Problem:
@@ -119,8 +91,8 @@ class Problem:
 
     def misconception_functions(self, misconception: Misconception) -> dict[str, Callable[..., Any]]:
         """The contract functions of the known-wrong solution that embodies `misconception` (trusted code)."""
-        path = self.reference_dir / "wrong" / misconception.solution
-        module = load_module(f"paperleet_wrong_{self.id}_{misconception.id}", path)
+        module = load_module(f"paperleet_wrong_{self.id}_{misconception.id}",
+                             self.known_wrong_file(misconception.solution))
         return {f.name: getattr(module, f.name) for f in self.spec.functions}
 
     @cached_property
@@ -133,7 +105,15 @@ class Problem:
         return list(seeds)
 
     def known_wrong(self) -> list[KnownWrong]:
-        return [parse_known_wrong(p) for p in sorted((self.reference_dir / "wrong").glob("*.py"))]
+        """Each solution declared in reference/<id>/wrong/*.toml, materialized as a file in the cache."""
+        return materialize(self.id, self.reference_dir)
+
+    def known_wrong_file(self, name: str) -> Path:
+        """The materialized file of the known-wrong solution `name` (its stem or file name)."""
+        for known in self.known_wrong():
+            if name in (known.path.name, known.path.stem):
+                return known.path
+        raise SpecError(f"{self.id} declares no known-wrong solution {name!r} in {self.reference_dir / 'wrong'}")
 
     @cached_property
     def content_hash(self) -> str:
