@@ -5,6 +5,7 @@ reports, so its verdict logic is the one under test. Tests of one problem alone 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,15 +13,16 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import PROBLEM
 
 from grader import cli, commands
-from grader.course.validate import MIN_SEEDS, Finding, reference_findings, wrong_findings
+from grader.course.validate import MIN_SEEDS, Finding, failed_checks, reference_findings, wrong_findings
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors
 from grader.judge.expectations import reference_series, run_series
 from grader.judge.observation import judge_case, sanitize
 from grader.model.problem import Problem, list_problems, load_module
-from grader.model.spec import CheckSpec, Tolerance
+from grader.model.spec import CheckSpec, Limits, Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.report import Report
 from grader.worker.protocol import observe_call
@@ -28,6 +30,11 @@ from grader.worker.protocol import observe_call
 PROBLEMS = list_problems()
 GRADED_TIERS = ("T1", "T2", "T3")
 Functions = dict[str, Callable[..., Any]]
+
+
+@functools.cache
+def _problem(problem_id: str) -> Problem:
+    return Problem(problem_id)
 
 
 def trivial_files(problem: Problem) -> list[Path]:
@@ -70,27 +77,25 @@ class Proof:
         return report
 
     def wrong_findings(self) -> list[Finding]:
+        """`validate`'s findings about the known-wrong solutions."""
         if self._wrong_findings is None:
             self._wrong_findings = wrong_findings(self.problem, self.grade_many)
         return self._wrong_findings
 
 
+_PROOFS: dict[str, Proof] = {}  # one per problem for the whole run, whichever module imports the fixture
+
+
 @pytest.fixture(scope="session")
 def proofs(cli_env: dict[str, str]) -> Callable[[str], Proof]:
-    """Each problem's `Proof`, made on first use and kept for the session."""
-    made: dict[str, Proof] = {}
+    """Each problem's `Proof`, made on first use and kept for the session (other modules import this fixture)."""
 
     def proof(problem_id: str) -> Proof:
-        if problem_id not in made:
-            made[problem_id] = Proof(_problem(problem_id), Path(cli_env["PAPERLEET_CACHE"]))
-        return made[problem_id]
+        if problem_id not in _PROOFS:
+            _PROOFS[problem_id] = Proof(_problem(problem_id), Path(cli_env["PAPERLEET_CACHE"]))
+        return _PROOFS[problem_id]
 
     return proof
-
-
-@functools.cache
-def _problem(problem_id: str) -> Problem:
-    return Problem(problem_id)
 
 
 def _seeds(problem_id: str) -> list[int]:
@@ -158,13 +163,33 @@ def test_known_wrong_solution_gets_exactly_its_declared_verdicts(proofs, problem
     assert not found, "\n".join(found)
 
 
+def test_a_known_wrong_header_that_names_the_wrong_checks_is_caught(proofs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof above can fail: the same reports, under headers that claim too much or too little, are findings."""
+    proof = proofs(PROBLEM)
+    proof.wrong_findings()  # every file graded under its true header first
+    report_of = {k.path: proof.report(k.path) for k in proof.problem.known_wrong()}
+    known = next(k for k in proof.problem.known_wrong() if len(failed_checks(report_of[k.path])) > 1)
+    kept = min(known.must_fail)
+    claims_more = dataclasses.replace(known, must_fail=known.must_fail | {"signatures"})
+    claims_less = dataclasses.replace(known, must_fail=frozenset({kept}), may_fail=frozenset())
+    monkeypatch.setattr(proof.problem, "known_wrong", lambda: [claims_more, claims_less])
+    found = [f.problem for f in wrong_findings(proof.problem, proof.grade_many)]
+    assert any(p.startswith("passed checks it must fail: ['signatures']") for p in found), found
+    assert any(p.startswith("failed checks outside its declared lists") for p in found), found
+
+
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_validate_says_valid(proofs, problem_id: str, monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
     """The `validate` command on this run's reports: exit code and verdict line, and no finding about anything
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
-    monkeypatch.setattr(commands, "grade_many", lambda problem, files, seed, *_, **__: proof.grade_many(files, seed))
+
+    def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int) -> list[Report]:
+        assert (problem.id, limits, jobs) == (problem_id, problem.spec.limits, 2)  # the problem's own limits
+        return proof.grade_many(files, seed)
+
+    monkeypatch.setattr(commands, "grade_many", grade_many)
     assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out
     assert f"{problem_id}: valid" in capsys.readouterr().out
 
