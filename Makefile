@@ -77,7 +77,7 @@ test: setup lint typecheck
 	$(PY) -m pytest -q
 
 lint: setup
-	$(PY) -m ruff check grader tests
+	$(PY) -m ruff check grader tests reference conftest.py
 
 # mypy with the pydantic plugin; what it checks, and how strictly, is in pyproject.toml's [tool.mypy]
 typecheck: setup

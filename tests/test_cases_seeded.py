@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import tier_scores
+from test_problems import proofs  # noqa: F401 - a fixture: each problem graded once for the whole run
 
 from grader.course.learner_pack import public_cases
 from grader.judge.cases import Call, generator_for
@@ -21,6 +20,7 @@ from grader.judge.compare import judge_case
 from grader.judge.expectations import Expectations
 from grader.model.problem import Problem, list_problems
 from grader.model.verdicts import Verdict
+from grader.outputs.report import Report
 from grader.worker.protocol import observe_call
 
 PROBLEMS = list_problems()
@@ -312,26 +312,22 @@ def test_no_graded_group_can_be_answered_from_the_pack(problem_id: str, monkeypa
     assert not copied, "groups whose every answer a public observation gives:\n" + "\n".join(copied)
 
 
-def graded_score(report: dict[str, Any]) -> float:
-    scores = tier_scores(report)
-    return sum(scores.get(tier, 0.0) for tier in GRADED_TIERS)
+def graded_score(report: Report) -> float:
+    return sum(tier.score for tier in report.tiers if tier.tier in GRADED_TIERS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_replaying_the_learner_pack_earns_no_more_than_zeros(problem_id: str, run_cli, tmp_path: Path,
+def test_replaying_the_learner_pack_earns_no_more_than_zeros(problem_id: str, proofs, tmp_path: Path,  # noqa: F811
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graded as `grade-all` grades, beside the problem's known-wrong solutions (one zygote, one set of
+    expectations for the whole problem)."""
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # never the repository's own cache
-    problem = Problem(problem_id)
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    (folder / "replay.py").write_text(replay_source(problem))
-    (folder / "zeros.py").write_text(zeros_source(problem, problem.grading_seeds[0]))
-    out = tmp_path / "out"
-    result = run_cli("grade-all", "--problem", problem_id, "--submissions", folder, "--out", out, "--jobs", "1")
-    assert result.returncode == 0, result.stderr[-3000:]
-    reports = {name: json.loads((out / name / "report.json").read_text()) for name in ("replay", "zeros")}
-    assert all(r["status"] == "graded" for r in reports.values()), {n: r["message"] for n, r in reports.items()}
-    earned = {c["id"]: c["score"] for t in reports["replay"]["tiers"] if t["tier"] in GRADED_TIERS
-              for c in t["checks"] if c["score"] > 0}
+    proof = proofs(problem_id)
+    replay, zeros = tmp_path / "replay.py", tmp_path / "zeros.py"
+    replay.write_text(replay_source(proof.problem))
+    zeros.write_text(zeros_source(proof.problem, proof.first_seed))
+    reports = dict(zip(("replay", "zeros"), proof.grade_many([replay, zeros], proof.first_seed), strict=True))
+    assert all(r.status == "graded" for r in reports.values()), {n: r.message for n, r in reports.items()}
+    earned = {c.id: c.score for t in reports["replay"].tiers if t.tier in GRADED_TIERS for c in t.checks if c.score > 0}
     assert graded_score(reports["replay"]) <= graded_score(reports["zeros"]), f"the replay earns in {earned}"

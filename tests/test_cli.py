@@ -351,13 +351,6 @@ def test_previews_have_the_learners_plot_names(run_cli, submission_batch: Batch,
     assert "wrote" in redrawn.stdout and all(p.stat().st_mtime_ns > drawn[p.name] for p in tmp_path.glob("*.png"))
 
 
-@pytest.mark.slow
-def test_validate_passes(run_cli) -> None:
-    result = run_cli("validate", "--problem", PROBLEM, "--jobs", "2")
-    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
-    assert "valid" in result.stdout
-
-
 # ---------------------------------------------------------------------------------------------- the report page
 
 

@@ -4,7 +4,6 @@ zeros of the promised shape beyond `signatures`, on the trusted side and through
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from collections.abc import Callable
@@ -14,8 +13,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import checks_of
 from test_cases_seeded import zeros_source
+from test_problems import proofs  # noqa: F401 - a fixture: each problem graded once for the whole run
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call
@@ -26,6 +25,7 @@ from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import CheckSpec, Tolerance
 from grader.model.verdicts import Verdict
+from grader.outputs.report import Report
 from grader.worker.protocol import describe, observe_call
 
 PROBLEMS = list_problems()
@@ -196,19 +196,21 @@ def test_zeros_earn_nothing_beyond_the_contracts(problem_id: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(problem_id: str, run_cli, tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # never the repository's own cache
-    problem = Problem(problem_id)
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    shutil.copyfile(HOSTILE, folder / "forged.py")
-    (folder / "zeros.py").write_text(zeros_source(problem, problem.grading_seeds[0]))
-    out = tmp_path / "out"
-    result = run_cli("grade-all", "--problem", problem_id, "--submissions", folder, "--out", out, "--jobs", "1")
-    assert result.returncode == 0, result.stderr[-3000:]
-    reports = {name: json.loads((out / name / "report.json").read_text()) for name in ("forged", "zeros")}
-    assert "forged observe_call of" in reports["forged"]["stdout"], "the forgery never took effect"
-    beyond = {name: r["score"] - checks_of(r)["signatures"]["score"] for name, r in reports.items()}
-    earned = {c["id"]: c["score"] for c in checks_of(reports["forged"]).values() if c["score"] > 0}
+def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(problem_id: str, proofs,  # noqa: F811
+                                                                         tmp_path: Path) -> None:
+    """Graded as `grade-all` grades, beside the problem's known-wrong solutions (one zygote, one set of
+    expectations for the whole problem)."""
+    proof = proofs(problem_id)
+    forged, zeros = tmp_path / "forged.py", tmp_path / "zeros.py"
+    shutil.copyfile(HOSTILE, forged)
+    zeros.write_text(zeros_source(proof.problem, proof.first_seed))
+    reports = dict(zip(("forged", "zeros"), proof.grade_many([forged, zeros], proof.first_seed), strict=True))
+    assert "forged observe_call of" in reports["forged"].stdout, "the forgery never took effect"
+    beyond = {name: r.score - _score_of(r, "signatures") for name, r in reports.items()}
+    earned = {c.id: c.score for c in reports["forged"].checks() if c.score > 0}
     assert beyond["forged"] <= beyond["zeros"], f"the forgery earns in {earned}"
+
+
+def _score_of(report: Report, check_id: str) -> float:
+    (check,) = [c for c in report.checks() if c.id == check_id]
+    return check.score

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PROBLEM, ROOT, SAMPLES
+from conftest import PROBLEM, ROOT, SAMPLES, TRIVIAL
 
 from grader.cli import main
 from grader.course.shards import USAGE, Shard, ShardError, collect, parse_shard
 from grader.model.verdicts import ExitCode
 
-FAST = ["correct_compact", "trivial_zeros", "trivial_echo", "broken_missing_function"]
+SOURCES = {"correct_compact": SAMPLES / "correct_compact.py", "trivial_zeros": TRIVIAL / "zeros.py",
+           "trivial_echo": TRIVIAL / "echo.py", "broken_missing_function": SAMPLES / "broken_missing_function.py"}
+FAST = list(SOURCES)
 SHARDS = 3
 
 
@@ -72,7 +74,7 @@ def test_a_bad_shard_is_a_usage_error(run_main, tmp_path: Path) -> None:
 
 def test_an_empty_slice_grades_nothing_and_succeeds(run_main, tmp_path: Path) -> None:
     (tmp_path / "subs").mkdir()
-    shutil.copyfile(SAMPLES / "trivial_zeros.py", tmp_path / "subs" / "trivial_zeros.py")
+    shutil.copyfile(SOURCES["trivial_zeros"], tmp_path / "subs" / "trivial_zeros.py")
     code, out, _ = run_main("grade-all", "--problem", PROBLEM, "--submissions", tmp_path / "subs", "--out",
                             tmp_path / "out", "--shard", "1/2")
     assert code == ExitCode.OK and "nothing to grade" in out
@@ -97,7 +99,7 @@ def runs(run_cli, cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
     folder = base / "submissions"
     folder.mkdir()
     for name in FAST:
-        shutil.copyfile(SAMPLES / f"{name}.py", folder / f"{name}.py")
+        shutil.copyfile(SOURCES[name], folder / f"{name}.py")
     full, shared, alone, merged = base / "full", base / "shared", base / "alone", base / "merged"
     common = ["grade-all", "--problem", PROBLEM, "--submissions", str(folder)]
     # the three shards run side by side, as the tasks of an array job do, while the unsharded run waits its turn

@@ -12,7 +12,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from grader.model.problem import Problem
+from grader.model.problem import Problem, grading_files
 from grader.model.spec import SpecError
 from grader.outputs.exports import gradescope_refusal
 
@@ -61,8 +61,8 @@ def render_script(name: str, problem_id: str) -> str:
 
 
 def _tree(folder: Path) -> Iterator[Path]:
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+    for path in grading_files(folder):
+        if path.suffix != ".pyc":
             yield path
 
 

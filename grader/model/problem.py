@@ -120,11 +120,17 @@ class Problem:
         """sha256 over the problem's and reference's files, so a report names exactly what graded it."""
         digest = hashlib.sha256()
         for folder in (self.problem_dir, self.reference_dir):
-            for path in sorted(folder.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    digest.update(str(path.relative_to(self.root)).encode())
-                    digest.update(path.read_bytes())
+            for path in grading_files(folder):
+                digest.update(str(path.relative_to(self.root)).encode())
+                digest.update(path.read_bytes())
         return digest.hexdigest()
+
+
+def grading_files(folder: Path) -> list[Path]:
+    """The files under a problem's folder that take part in grading it: not caches, and not `tests/`, the harness's
+    own tests of the problem (reference/<id>/tests/), which a change must not make a new version of the problem."""
+    return [path for path in sorted(folder.rglob("*")) if path.is_file() and "__pycache__" not in path.parts
+            and path.relative_to(folder).parts[0] != "tests"]
 
 
 def list_problems(root: Path = PROJECT_ROOT) -> list[str]:

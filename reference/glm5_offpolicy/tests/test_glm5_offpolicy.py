@@ -1,18 +1,15 @@
-"""glm5_offpolicy end to end: correct submissions earn full marks, wrong ones lose points, trivial answers nothing."""
+"""glm5_offpolicy: the sample submissions end to end, the random cases and the toy's series."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SAMPLES, Batch, checks_of, tier_scores
+from conftest import Batch, checks_of
 
-from grader.judge.accept import accept_observation
 from grader.judge.cases import generator_for
-from grader.judge.compare import judge_case
 from grader.judge.expectations import reference_series
-from grader.model.problem import Problem, load_module
+from grader.model.problem import Problem
 from grader.model.verdicts import Status, Verdict
-from grader.worker.protocol import observe_call
 
 CORRECT = ["alice_loops", "bob_vectorized"]
 # each wrong submission, and a check its defect must fail
@@ -21,8 +18,6 @@ WRONG = {
     "dan_retained_mean": "denominator_counts_rejected",
     "erin_grad_weights": "gradient_detached",
 }
-TRIVIAL = ["trivial_zeros", "trivial_constants", "trivial_echo", "trivial_connected_zero", "trivial_raw_ratios"]
-JUDGED = {Verdict.PASS, Verdict.FAIL, Verdict.ERROR}  # the answer was looked at, not lost to a limit
 
 
 @pytest.fixture(scope="module")
@@ -63,43 +58,6 @@ def test_learner_plots_are_drawn(submission_batch: Batch, problem: Problem) -> N
     assert sorted(submission_batch.reports["bob_vectorized"]["artifacts"]) == names
     for name in names:
         assert (submission_batch.out / "bob_vectorized" / name).read_bytes().startswith(b"\x89PNG")
-
-
-@pytest.mark.parametrize("name", TRIVIAL)
-def test_trivial_answer_earns_nothing_beyond_t0(sample_batch: Batch, name: str) -> None:
-    report = sample_batch.reports[name]
-    assert report["status"] == Status.GRADED
-    scores = tier_scores(report)
-    passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
-    assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
-    assert {c["verdict"] for c in checks_of(report).values()} <= JUDGED
-
-
-def _trivial_functions() -> dict[str, dict]:
-    modules = {name: load_module(f"paperleet_test_{name}", SAMPLES / f"{name}.py") for name in TRIVIAL}
-    return {name: {"masked_is_weights": m.masked_is_weights, "offpolicy_loss": m.offpolicy_loss}
-            for name, m in modules.items()}
-
-
-def test_no_trivial_answer_passes_any_t1_or_t2_case_on_any_grading_seed(problem: Problem) -> None:
-    """Per-case, so a lucky case cannot hide behind a check's other cases; every hidden seed, not just the first."""
-    trivial = _trivial_functions()
-    tolerances = problem.tolerances
-    passes = []
-    for seed in problem.grading_seeds:
-        for check in problem.spec.checks:
-            if check.tier not in ("T1", "T2") or check.cases is None:
-                continue
-            source = problem.oracle if check.expected == "oracle" else problem.reference
-            for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
-                args = (call.kwargs, list(call.requires_grad), call.backward)
-                want = observe_call(source[call.function], *args)
-                for name, functions in trivial.items():
-                    got = accept_observation(observe_call(functions[call.function], *args))
-                    outcome = judge_case(call.function, call.kwargs, got, want, check.compare, tolerances)
-                    if outcome.verdict == Verdict.PASS:
-                        passes.append(f"seed {seed}, {check.id}, {name}: {call.label}")
-    assert not passes, "\n".join(passes)
 
 
 @pytest.mark.parametrize("seed_index", range(3))

@@ -1,4 +1,5 @@
-"""Shared fixtures: project paths, a CLI runner, and batches of submissions graded once per test session."""
+"""Fixtures shared by the harness's tests (tests/) and each problem's own (reference/<id>/tests/): project paths, a
+CLI runner, and batches of submissions graded once per test session."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent
 PROBLEM = "glm5_offpolicy"
-SAMPLES = Path(__file__).resolve().parent / "samples"
+SAMPLES = ROOT / "tests" / "samples"
+TRIVIAL = ROOT / "reference" / PROBLEM / "tests" / "trivial"  # its trivial answers, proved with every problem's
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
 # Small limits keep hostile samples cheap: a hang costs at most 40 s of one grading job.
 SMALL_LIMITS = ["--call-timeout", "2", "--import-timeout", "10", "--budget", "40"]
@@ -65,10 +67,24 @@ def run_cli(cli_env: dict[str, str]):
     return run
 
 
-def grade_folder(run_cli, folder: Path, out: Path, *extra: str) -> Batch:
-    result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", out, "--jobs", "2", *extra)
+def grade_folder(run_cli, folder: Path, out: Path, *extra: str, problem: str = PROBLEM) -> Batch:
+    result = run_cli("grade-all", "--problem", problem, "--submissions", folder, "--out", out, "--jobs", "2", *extra)
     reports = {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
     return Batch(result, out, reports)
+
+
+def grade_samples(run_cli, tmp_path_factory: pytest.TempPathFactory, problem: str,
+                  extra: dict[str, str] | None = None) -> Batch:
+    """submissions/<problem>, and `extra` files (name -> source) beside them, graded in one `grade-all` run with
+    the problem's own limits, as a class is graded."""
+    folder = tmp_path_factory.mktemp(f"{problem}_submissions")
+    for path in (ROOT / "submissions" / problem).glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    for name, source in (extra or {}).items():
+        (folder / name).write_text(source)
+    batch = grade_folder(run_cli, folder, tmp_path_factory.mktemp(f"{problem}_graded"), problem=problem)
+    assert batch.result.returncode == 0, batch.result.stderr[-3000:]
+    return batch
 
 
 @pytest.fixture(scope="session")
@@ -91,5 +107,5 @@ def sample_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def sample_batch(run_cli, sample_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Batch:
-    """Every sample (trivial, hostile, broken, correct) graded in one `grade-all` call with small limits."""
+    """Every sample (hostile, broken, correct) graded in one `grade-all` call with small limits."""
     return grade_folder(run_cli, sample_folder, tmp_path_factory.mktemp("graded") / "samples", *SMALL_LIMITS)

@@ -1,0 +1,147 @@
+"""grpo_advantages: the toy reproduces known values, centring alone earns nothing where normalization is due, and
+the samples end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import checks_of, grade_samples
+
+from grader.judge.accept import accept_observation
+from grader.judge.cases import generator_for
+from grader.judge.compare import compare_tensors, judge_case
+from grader.judge.expectations import reference_series, run_series
+from grader.model.problem import Problem
+from grader.model.spec import Tolerance
+from grader.model.verdicts import Verdict
+from grader.worker.protocol import observe_call
+
+PROBLEM = "grpo_advantages"
+# S(p) for G = 8, ddof 0, eps 1e-6, as quoted in the statement's derivation.
+KNOWN_SCALE_G8 = {0.05: 2.473, 0.3: 1.963, 0.5: 1.856}
+
+# Right only when std_normalize=False: centring, never dividing by sigma. The fully trivial answers (zeros, ones,
+# the rewards echoed) are in trivial/, proved with every problem's.
+CENTRED = "trivial_centred"
+CENTRED_SOURCE = ("import torch\n\n\n"
+                  "def grpo_advantages(rewards, group_size, std_normalize=True, eps=1e-6, unbiased=False):\n"
+                  "    grouped = rewards.detach().reshape(-1, group_size)\n"
+                  "    return (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)\n")
+
+
+def _centred() -> Callable[..., Any]:
+    namespace: dict[str, Any] = {}
+    exec(CENTRED_SOURCE, namespace)  # our own fixed source text
+    return namespace["grpo_advantages"]
+
+
+def _normalized(kwargs: dict[str, Any]) -> bool:
+    return kwargs.get("std_normalize", True) is not False
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+@pytest.fixture(scope="module")
+def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The two sample submissions and the centring answer, graded in one `grade-all` run."""
+    return grade_samples(run_cli, tmp_path_factory, PROBLEM, {f"{CENTRED}.py": CENTRED_SOURCE}).reports
+
+
+# ---------------------------------------------------------------- in-process: reference, oracle, toy
+
+
+@pytest.mark.parametrize("seed_index", [0, 1])
+def test_bandit_scale_reproduces_known_values(problem: Problem, seed_index: int) -> None:
+    """S(p) depends neither on the reward values nor on the order of the samples that each seed draws."""
+    series, _ = reference_series(problem, [problem.spec.public_seed, *problem.grading_seeds][seed_index])
+    p = series["success_p"]
+    for value, expected in KNOWN_SCALE_G8.items():
+        (index,) = (p - value).abs().argmin(dim=0, keepdim=True).tolist()
+        assert float(p[index]) == pytest.approx(value, abs=1e-12)
+        assert float(series["scale_std_g8"][index]) == pytest.approx(expected, abs=5e-4)
+    for group_size in (2, 4, 8, 16):
+        flat = torch.full_like(p, 1.0 - 1.0 / group_size)
+        assert torch.allclose(series[f"scale_centred_g{group_size}"], flat, rtol=1e-12, atol=0)
+
+
+def test_reference_series_are_float64_vectors(problem: Problem) -> None:
+    series, parts = reference_series(problem, problem.grading_seeds[0])
+    assert set(parts) == set(series) and set(parts.values()) == {"scale_curves"}
+    names = {name for check in problem.spec.checks for name in check.series}
+    names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    assert names <= set(series)
+    assert all(v.dtype == torch.float64 and v.dim() == 1 and not v.requires_grad for v in series.values())
+
+
+def test_centring_passes_no_t1_or_t2_case_where_normalization_is_due(problem: Problem) -> None:
+    """Per case, on the public seed and every hidden one."""
+    centred = _centred()
+    tolerances = problem.tolerances
+    passes = []
+    for seed in [problem.spec.public_seed, *problem.grading_seeds]:
+        for check in problem.spec.checks:
+            if check.tier not in ("T1", "T2") or check.cases is None:
+                continue
+            source = problem.oracle if check.expected == "oracle" else problem.reference
+            for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
+                want = observe_call(source[call.function], call.kwargs, [], False)
+                if not _normalized(dict(call.kwargs)) and "raised" not in want:
+                    continue
+                got = accept_observation(observe_call(centred, call.kwargs, [], False))
+                outcome = judge_case(call.function, call.kwargs, got, want, check.compare, tolerances)
+                if outcome.verdict == Verdict.PASS:
+                    passes.append(f"seed {seed}, {check.id}: {call.label}")
+    assert not passes, "\n".join(passes)
+
+
+def test_centring_matches_no_normalized_t3_series(problem: Problem) -> None:
+    seed = problem.grading_seeds[0]
+    want, _ = reference_series(problem, seed)
+    got, _, failures = run_series(problem, seed, {PROBLEM: _centred()})
+    assert not failures, failures
+    matches = []
+    for check in problem.spec.checks:
+        if check.tier != "T3" or check.id == "scale_centred":
+            continue
+        tol = Tolerance(rtol=check.rtol, atol=check.atol)
+        matches += [s for s in check.series if compare_tensors(s, got[s], want[s], tol) is None]
+    assert not matches, matches
+
+
+# ---------------------------------------------------------------- end to end, through the CLI
+
+
+def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["ada_segments"]
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
+    assert sorted(report["artifacts"]) == ["scale_centred.png", "scale_normalized.png"]
+
+
+def test_typical_mistake_loses_the_constant_group_points(graded: dict[str, dict[str, Any]]) -> None:
+    report = graded["ben_torch_std"]
+    checks = checks_of(report)
+    assert report["score"] < 100
+    assert checks["constant_groups"]["verdict"] == Verdict.FAIL
+    assert checks["single_sample_groups"]["verdict"] == Verdict.FAIL
+    assert checks["scale_normalized"]["verdict"] == Verdict.PASS  # 0/1 groups hide the mistake in the toy
+
+
+def test_centring_alone_earns_nothing_where_normalization_is_due(graded: dict[str, dict[str, Any]]) -> None:
+    checks = checks_of(graded[CENTRED])
+    normalized_only = ["oracle_std", "oracle_std_unbiased", "unbiased_ddof", "eps_placement", "default_arguments",
+                       "scale_normalized"]
+    assert {name: checks[name]["score"] for name in normalized_only} == dict.fromkeys(normalized_only, 0)
+
+
+def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
+    learner_text = "".join(p.read_text() for p in Path(problem.problem_dir).glob("*") if p.is_file())
+    for seed in problem.grading_seeds:
+        assert str(seed) not in learner_text, seed

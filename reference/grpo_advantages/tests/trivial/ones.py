@@ -1,0 +1,7 @@
+"""Trivial answer: every advantage 1."""
+
+import torch
+
+
+def grpo_advantages(rewards, group_size, std_normalize=True, eps=1e-6, unbiased=False):
+    return torch.ones_like(rewards)

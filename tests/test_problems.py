@@ -1,0 +1,273 @@
+"""What every problem must prove, written once over all of them: the reference earns full marks on every hidden seed,
+it agrees with the oracle, each known-wrong solution gets exactly its declared verdicts, and trivial answers earn
+nothing beyond T0. Each problem is graded once for the whole run (see `Proof`); `validate` is replayed on those
+reports, so its verdict logic is the one under test. Tests of one problem alone live in reference/<id>/tests/."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import PROBLEM
+
+from grader import cli, commands
+from grader.course.validate import MIN_SEEDS, Finding, failed_checks, reference_findings, wrong_findings
+from grader.judge.accept import accept_observation
+from grader.judge.cases import Call, generator_for
+from grader.judge.compare import compare_tensors, judge_case
+from grader.judge.expectations import reference_series, run_series
+from grader.model.problem import Problem, list_problems, load_module
+from grader.model.spec import CheckSpec, DifferentialCheck, Limits, Tolerance
+from grader.model.verdicts import ExitCode, Status, Verdict
+from grader.outputs.report import Report
+from grader.worker.protocol import observe_call
+
+PROBLEMS = list_problems()
+GRADED_TIERS = ("T1", "T2", "T3")
+Functions = dict[str, Callable[..., Any]]
+
+
+@functools.cache
+def _problem(problem_id: str) -> Problem:
+    return Problem(problem_id)
+
+
+def trivial_files(problem: Problem) -> list[Path]:
+    """Answers that must earn nothing beyond T0: the starter, and the problem's own trivial files (zeros, ones, an
+    input echoed back, always raising), kept on the hidden side in reference/<id>/tests/trivial/."""
+    return [problem.problem_dir / "starter.py", *sorted((problem.reference_dir / "tests" / "trivial").glob("*.py"))]
+
+
+class Proof:
+    """One problem graded once: the reference alone on each grading seed, and on the first seed one batch of the
+    reference, every known-wrong solution and every trivial answer (one set of expectations, one zygote)."""
+
+    def __init__(self, problem: Problem, cache: Path) -> None:
+        self.problem = problem
+        self.reference = problem.reference_dir / "reference.py"
+        self.first_seed = problem.grading_seeds[0]
+        self._cache = cache
+        self._reports: dict[tuple[Path, int], Report] = {}
+        self._wrong_findings: list[Finding] | None = None
+
+    def _grade(self, files: list[Path], seed: int) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("PAPERLEET_CACHE", str(self._cache))  # shared with the CLI runs, never the repo's own
+            reports = commands.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
+        self._reports.update(zip([(f, seed) for f in files], reports, strict=True))
+
+    def grade_many(self, files: list[Path], seed: int) -> list[Report]:
+        """`validate`'s way of grading, served from this run's reports (grading what was never asked before)."""
+        if seed == self.first_seed and (self.reference, seed) not in self._reports:
+            self._grade([self.reference, *(k.path for k in self.problem.known_wrong()),
+                         *trivial_files(self.problem)], seed)
+        missing = list(dict.fromkeys(f for f in files if (f, seed) not in self._reports))
+        if missing:
+            self._grade(missing, seed)
+        return [self._reports[(f, seed)] for f in files]
+
+    def report(self, file: Path) -> Report:
+        """`file` graded on the first grading seed, as `grade` and `grade-all` grade it."""
+        (report,) = self.grade_many([file], self.first_seed)
+        return report
+
+    def wrong_findings(self) -> list[Finding]:
+        """`validate`'s findings about the known-wrong solutions."""
+        if self._wrong_findings is None:
+            self._wrong_findings = wrong_findings(self.problem, self.grade_many)
+        return self._wrong_findings
+
+
+_PROOFS: dict[str, Proof] = {}  # one per problem for the whole run, whichever module imports the fixture
+
+
+@pytest.fixture(scope="session")
+def proofs(cli_env: dict[str, str]) -> Callable[[str], Proof]:
+    """Each problem's `Proof`, made on first use and kept for the session (other modules import this fixture)."""
+
+    def proof(problem_id: str) -> Proof:
+        if problem_id not in _PROOFS:
+            _PROOFS[problem_id] = Proof(_problem(problem_id), Path(cli_env["PAPERLEET_CACHE"]))
+        return _PROOFS[problem_id]
+
+    return proof
+
+
+def _seeds(problem_id: str) -> list[int]:
+    problem = _problem(problem_id)
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+def _known_wrong() -> Iterator[tuple[str, str]]:
+    for problem_id in PROBLEMS:
+        for known in _problem(problem_id).known_wrong():
+            yield problem_id, known.path.name
+
+
+def _trivial() -> Iterator[tuple[str, str]]:
+    for problem_id in PROBLEMS:
+        for path in trivial_files(_problem(problem_id)):
+            yield problem_id, path.stem
+
+
+KNOWN_WRONG = list(_known_wrong())
+TRIVIAL = list(_trivial())
+SEEDS = [(problem_id, seed) for problem_id in PROBLEMS for seed in _seeds(problem_id)]
+
+
+def _ids(pairs: list[tuple[str, Any]]) -> list[str]:
+    return [f"{a}:{b}" for a, b in pairs]
+
+
+# ---------------------------------------------------------------------------------------------- the reference
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_reference_earns_full_marks_on_every_grading_seed(proofs, problem_id: str) -> None:
+    proof = proofs(problem_id)
+    assert len(proof.problem.grading_seeds) >= MIN_SEEDS
+    findings = reference_findings(proof.problem, proof.grade_many)
+    assert not findings, "\n".join(f.problem for f in findings)
+
+
+@pytest.mark.parametrize(("problem_id", "seed"), SEEDS, ids=_ids(SEEDS))
+def test_reference_agrees_with_the_oracle(problem_id: str, seed: int) -> None:
+    """Every case a check compares with the oracle, on the public seed and each hidden one: an oracle written
+    apart, one element at a time, is what tells a wrong reference from a right one."""
+    problem = _problem(problem_id)
+    checks = [c for c in problem.spec.checks if isinstance(c, DifferentialCheck) and c.expected == "oracle"]
+    assert checks, "no check compares with the oracle"
+    failures = []
+    for check in checks:
+        for call in problem.case_generator(check.cases)(generator_for(seed, check.cases)):
+            want = _observe(problem.oracle, call)
+            got = _observe(problem.reference, call)
+            outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
+            if outcome.verdict != Verdict.PASS:
+                failures.append(f"{check.id}, {call.label}: {outcome.mismatch}")
+    assert not failures, "\n".join(failures[:10])
+
+
+# ---------------------------------------------------------------------------------------------- known-wrong
+
+
+@pytest.mark.parametrize(("problem_id", "solution"), KNOWN_WRONG, ids=_ids(KNOWN_WRONG))
+def test_known_wrong_solution_gets_exactly_its_declared_verdicts(proofs, problem_id: str, solution: str) -> None:
+    """It fails every check it must fail, none outside its may-fail list, and its misreading is diagnosed first."""
+    found = [f.problem for f in proofs(problem_id).wrong_findings() if f.subject == solution]
+    assert not found, "\n".join(found)
+
+
+def test_a_known_wrong_header_that_names_the_wrong_checks_is_caught(proofs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof above can fail: the same reports, under headers that claim too much or too little, are findings."""
+    proof = proofs(PROBLEM)
+    proof.wrong_findings()  # every file graded under its true header first
+    report_of = {k.path: proof.report(k.path) for k in proof.problem.known_wrong()}
+    known = next(k for k in proof.problem.known_wrong() if len(failed_checks(report_of[k.path])) > 1)
+    kept = min(known.must_fail)
+    claims_more = dataclasses.replace(known, must_fail=known.must_fail | {"signatures"})
+    claims_less = dataclasses.replace(known, must_fail=frozenset({kept}), may_fail=frozenset())
+    monkeypatch.setattr(proof.problem, "known_wrong", lambda: [claims_more, claims_less])
+    found = [f.problem for f in wrong_findings(proof.problem, proof.grade_many)]
+    assert any(p.startswith("passed checks it must fail: ['signatures']") for p in found), found
+    assert any(p.startswith("failed checks outside its declared lists") for p in found), found
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_validate_says_valid(proofs, problem_id: str, monkeypatch: pytest.MonkeyPatch,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The `validate` command on this run's reports: exit code and verdict line, and no finding about anything
+    but the reference and the known-wrong files tested above."""
+    proof = proofs(problem_id)
+
+    def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int) -> list[Report]:
+        assert (problem.id, limits, jobs) == (problem_id, problem.spec.limits, 2)  # the problem's own limits
+        return proof.grade_many(files, seed)
+
+    monkeypatch.setattr(commands, "grade_many", grade_many)
+    assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out
+    assert f"{problem_id}: valid" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------- trivial answers
+
+
+@pytest.mark.parametrize(("problem_id", "name"), TRIVIAL, ids=_ids(TRIVIAL))
+def test_trivial_answer_graded_earns_nothing_beyond_t0(proofs, problem_id: str, name: str) -> None:
+    proof = proofs(problem_id)
+    (path,) = [p for p in trivial_files(proof.problem) if p.stem == name]
+    report = proof.report(path)
+    assert report.status == Status.GRADED, report.message
+    earned = {c.id: c.score for t in report.tiers if t.tier in GRADED_TIERS for c in t.checks if c.score > 0}
+    assert not earned, f"{name} earns points in {earned}"
+    assert {c.verdict for c in report.checks()} <= {Verdict.PASS, Verdict.FAIL, Verdict.ERROR}, "lost to a limit"
+
+
+def _observe(functions: Functions, call: Call) -> dict[str, Any]:
+    return observe_call(functions[call.function], call.kwargs, list(call.requires_grad), call.backward)
+
+
+def _functions(problem: Problem, path: Path) -> Functions:
+    module = load_module(f"paperleet_test_trivial_{problem.id}_{path.stem}", path)
+    return {f.name: getattr(module, f.name) for f in problem.spec.functions}
+
+
+@functools.cache
+def _expected(problem_id: str, seed: int, check_id: str) -> list[tuple[Call, dict[str, Any]]]:
+    """A check's calls under `seed` with their expected observations, computed once for every trivial answer."""
+    problem = _problem(problem_id)
+    (check,) = [c for c in problem.spec.checks if c.id == check_id]
+    assert check.cases is not None
+    source = problem.oracle if check.expected == "oracle" else problem.reference
+    calls = problem.case_generator(check.cases)(generator_for(seed, check.cases))
+    return [(call, _observe(source, call)) for call in calls]
+
+
+def _passed_units(problem: Problem, check: CheckSpec, seed: int, functions: Functions) -> list[str]:
+    """Labels of the scored units (a group of calls, or one ungrouped call) that `functions` pass."""
+    units: dict[object, tuple[str, bool]] = {}
+    for index, (call, want) in enumerate(_expected(problem.id, seed, check.id)):
+        got = accept_observation(_observe(functions, call))
+        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
+        key = ("group", call.group) if call.group is not None else index
+        label, ok = units.get(key, (call.label, True))
+        units[key] = (label, ok and outcome.verdict == Verdict.PASS)
+    return [label for label, ok in units.values() if ok]
+
+
+@pytest.mark.parametrize(("problem_id", "name"), TRIVIAL, ids=_ids(TRIVIAL))
+def test_trivial_answer_passes_no_t1_or_t2_unit_on_any_seed(problem_id: str, name: str) -> None:
+    """Per scored unit, on the public seed and every hidden one: a lucky seed cannot hide behind the first."""
+    problem = _problem(problem_id)
+    (path,) = [p for p in trivial_files(problem) if p.stem == name]
+    functions = _functions(problem, path)
+    passes = [f"seed {seed}, {check.id}: {label}" for seed in _seeds(problem_id)
+              for check in problem.spec.checks if check.tier in ("T1", "T2") and check.cases
+              for label in _passed_units(problem, check, seed, functions)]
+    assert not passes, "\n".join(passes[:10])
+
+
+@functools.cache
+def _reference_series(problem_id: str, seed: int) -> dict[str, torch.Tensor]:
+    return reference_series(_problem(problem_id), seed)[0]
+
+
+@pytest.mark.parametrize(("problem_id", "name"), TRIVIAL, ids=_ids(TRIVIAL))
+def test_trivial_answer_matches_no_t3_series(problem_id: str, name: str) -> None:
+    problem = _problem(problem_id)
+    (path,) = [p for p in trivial_files(problem) if p.stem == name]
+    functions = _functions(problem, path)
+    matches = []
+    for seed in (problem.spec.public_seed, problem.grading_seeds[0]):
+        want = _reference_series(problem_id, seed)
+        got, _, _ = run_series(problem, seed, functions)  # a part the answer breaks has no series to match
+        for check in (c for c in problem.spec.checks if c.kind == "experiment"):
+            tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+            matches += [f"seed {seed}, {check.id}: {s}" for s in check.series
+                        if s in got and compare_tensors(s, got[s], want[s], tol) is None]
+    assert not matches, matches
