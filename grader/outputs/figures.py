@@ -9,6 +9,7 @@ draw); one JSON line on stdout, `{"written": [file, ...], "failed": {file: reaso
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import sys
@@ -19,6 +20,12 @@ WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.8, 100  # 800 x 480 px: legible at the width a
 REFERENCE_STYLE = {"color": "0.55", "alpha": 0.35, "linewidth": 4.0}  # faint, under the learner's lines
 MISS_STYLE = {"linestyle": "none", "marker": "x", "color": "#cf222e", "markersize": 7, "markeredgewidth": 1.8}
 OFF_SCALE_STYLE = {"linestyle": "none", "color": "#cf222e", "markersize": 7}
+# Fixed margins, in inches, instead of a constrained layout, which measures every text and so draws each figure
+# twice: room for y tick labels of up to about ten characters and the y label on the left, for the title lines
+# above, and below for the x tick labels, the x label and each row of the legend.
+LEFT_IN, RIGHT_IN = 1.0, 0.25
+TITLE_LINE_IN, TOP_PAD_IN = 11 * 1.3 / 72, 0.12
+X_AXIS_IN, LEGEND_ROW_IN, BOTTOM_PAD_IN = 0.58, 9 * 1.45 / 72, 0.06
 
 
 def _limit(which: int, value: int) -> None:
@@ -39,7 +46,7 @@ def draw_figure(spec: dict[str, Any]) -> None:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
     ax = fig.add_subplot()
     handles: list[Any] = []
     for ref in spec.get("reference", []):
@@ -60,12 +67,15 @@ def draw_figure(spec: dict[str, Any]) -> None:
                                    **OFF_SCALE_STYLE)[0])
     ax.set_xlim(*spec["xlim"])
     ax.set_ylim(*spec["ylim"])
-    ax.set_title(spec["title"] + (f"\n{spec['note']}" if spec.get("note") else ""), fontsize=11)
+    title = spec["title"] + (f"\n{spec['note']}" if spec.get("note") else "")
+    ax.set_title(title, fontsize=11, y=1.0)  # a fixed place: no measuring of the axis below it
     ax.set_xlabel(spec["xlabel"], fontsize=10)
     ax.set_ylabel(spec["ylabel"], fontsize=10)
     ax.grid(alpha=0.3)
     # below the axes, never over the data; two columns keep it short
-    fig.legend(handles=handles, loc="outside lower center", ncols=2 if len(handles) > 2 else len(handles),
+    columns = 2 if len(handles) > 2 else max(len(handles), 1)
+    _place(fig, title.count("\n") + 1, math.ceil(len(handles) / columns))
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, BOTTOM_PAD_IN / HEIGHT_IN), ncols=columns,
                fontsize=9, frameon=False)
     path = Path(spec["path"])
     tmp = path.with_name(f".{path.name}.tmp")
@@ -74,6 +84,14 @@ def draw_figure(spec: dict[str, Any]) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _place(fig: Any, title_lines: int, legend_rows: int) -> None:
+    """The axes inside fixed margins that leave room for the title, the axis labels and the legend."""
+    top = TOP_PAD_IN + title_lines * TITLE_LINE_IN
+    bottom = BOTTOM_PAD_IN + X_AXIS_IN + legend_rows * LEGEND_ROW_IN
+    fig.subplots_adjust(left=LEFT_IN / WIDTH_IN, right=1 - RIGHT_IN / WIDTH_IN, top=1 - top / HEIGHT_IN,
+                        bottom=bottom / HEIGHT_IN)
 
 
 def main() -> int:
