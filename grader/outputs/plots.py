@@ -7,23 +7,29 @@ that leaves the checks' tolerance marked; beside it the reference preview is dra
 
 from __future__ import annotations
 
+import array
+import contextlib
 import json
 import math
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
 from grader.model.spec import CheckSpec, PlotSpec, Tolerance
+from grader.outputs.figures import STATUS
 from grader.text import clean_line
 
 MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
@@ -228,18 +234,117 @@ def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel 
         return None
 
 
+def _environment() -> dict[str, str]:
+    return {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+class ForkedDrawing:
+    """The judge's view of a drawing process forked by a PlotServer, shaped like the `subprocess.Popen` it stands
+    in for: stdin, `poll`, `communicate`, and a pid that leads its own process group."""
+
+    def __init__(self, pid: int, stdin: int, stdout: int, stderr: int, status: int) -> None:
+        self.pid, self.returncode = pid, None
+        self.stdin: IO[str] | None = os.fdopen(stdin, "w")
+        self._out, self._err, self._status = stdout, stderr, status
+        self._open: dict[int, list[bytes]] = {stdout: [], stderr: []}  # read so far, until each pipe's end
+        self._read: dict[int, bytes] = {}
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._status], [], [], 0)[0]:
+            self._finish()
+        return self.returncode
+
+    def _finish(self) -> None:
+        data = os.read(self._status, STATUS.size)
+        self.returncode = STATUS.unpack(data)[0] if len(data) == STATUS.size else -signal.SIGKILL
+        os.close(self._status)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Both outputs to their end and the exit status, as Popen's; TimeoutExpired when `timeout` runs out."""
+        if self.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.stdin.close()
+            self.stdin = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._open or self.returncode is None:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise subprocess.TimeoutExpired("plotting process", timeout or 0)
+            for fd in select.select(list(self._open) or [self._status], [], [], wait)[0]:
+                if fd == self._status:
+                    self._finish()
+                elif chunk := os.read(fd, 1 << 16):
+                    self._open[fd].append(chunk)
+                else:
+                    os.close(fd)
+                    self._read[fd] = b"".join(self._open.pop(fd))
+        return self._read[self._out].decode("utf-8", "replace"), self._read[self._err].decode("utf-8", "replace")
+
+
+class PlotServer:
+    """A process that has imported matplotlib and drawn a figure once, and forks one drawing process per job, so
+    that a batch (or a `watch`) pays for that once. Each job is still drawn in a process of its own, with the
+    limits, that sees only its own specs; `spawn` is safe from several threads."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock, self._lock, self._ready = ours, threading.Lock(), False
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=_environment())
+        finally:
+            theirs.close()
+
+    def spawn(self) -> ForkedDrawing:
+        """A fresh drawing process; OSError when the server cannot give one (the caller starts its own)."""
+        pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, status
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+        ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        try:
+            with self._lock:
+                if not self._ready:
+                    self._sock.settimeout(PLOT_TIMEOUT_S)
+                    self._ready = self._sock.recv(5) == b"ready"
+                if not self._ready:
+                    raise OSError("the plotting server did not start")
+                self._sock.sendmsg([b"job"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
+                data = self._sock.recv(STATUS.size, socket.MSG_WAITALL)
+            if len(data) != STATUS.size:
+                raise OSError("the plotting server has gone")
+        except (OSError, ValueError):
+            for fd in ours:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        return ForkedDrawing(STATUS.unpack(data)[0], *ours)
+
+    def close(self) -> None:
+        """The server exits once the socket closes; drawing processes still running end with their jobs."""
+        self._sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 class PlotJob:
     """Draw one submission's plots in a child process while the checks go on.
 
-    The child starts at once, so its matplotlib import overlaps the worker's start; `submit` hands it the
-    series (the first call counts; later ones are ignored), `result` waits at most PLOT_TIMEOUT_S from then and
-    returns the files drawn; `failures` says why any plot is missing. Neither ever raises.
+    The child starts at once, so its matplotlib import overlaps the worker's start (a `server` forks it with
+    matplotlib imported already); `submit` hands it the series (the first call counts; later ones are ignored),
+    `result` waits at most PLOT_TIMEOUT_S from then and returns the files drawn; `failures` says why any plot
+    is missing. Neither ever raises.
     """
 
     def __init__(self, plots: list[PlotSpec], out_dir: Path, note: str = "",
                  reference: dict[str, torch.Tensor] | None = None, preview: dict[str, torch.Tensor] | None = None,
                  tolerances: Mapping[str, Tolerance] | None = None, as_reference: bool = False,
-                 timeout_s: float = PLOT_TIMEOUT_S) -> None:
+                 timeout_s: float = PLOT_TIMEOUT_S, server: PlotServer | None = None) -> None:
         self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
         self._reference, self._preview, self._tolerances = reference, preview, tolerances
         self._as_reference, self._timeout_s = as_reference, timeout_s
@@ -248,17 +353,19 @@ class PlotJob:
         self._payload: Path | None = None
         self._deadline: float | None = None
         self._written: list[str] | None = None
-        self._process: subprocess.Popen[str] | None = None
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)], cwd=PACKAGE_PARENT,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                start_new_session=True, env={**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-                                             "OPENBLAS_NUM_THREADS": "1"})
-        except OSError as exc:
-            self._start_error = f"the plotting process could not start: {exc}"
-        else:
-            self._start_error = ""
+        self._process: subprocess.Popen[str] | ForkedDrawing | None = None
+        self._start_error = ""
+        if server is not None:
+            with contextlib.suppress(OSError):
+                self._process = server.spawn()
+        if self._process is None:
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)], cwd=PACKAGE_PARENT,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    start_new_session=True, env=_environment())
+            except OSError as exc:
+                self._start_error = f"the plotting process could not start: {exc}"
 
     def submit(self, series: Mapping[str, torch.Tensor] | None) -> None:
         if self._deadline is not None:
