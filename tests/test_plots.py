@@ -83,3 +83,32 @@ def test_a_job_falls_back_to_a_process_of_its_own_when_the_server_is_gone(proble
     assert job.result() == [plot.file for plot in problem.spec.plots], job.failures
     assert time.monotonic() - started < 30
     server.close()
+
+
+def test_a_figure_drawn_before_is_copied_and_a_file_drawn_over_is_never_a_source(problem: Problem,
+                                                                                  tmp_path: Path) -> None:
+    series = _series(problem)
+    other = {name: value.flip(0) for name, value in series.items()}
+    files = [plot.file for plot in problem.spec.plots]
+    server = PlotServer()
+
+    def draw(folder: str, drawn: dict[str, torch.Tensor]) -> PlotJob:
+        job = PlotJob(problem.spec.plots, tmp_path / folder, reference=series, preview=series, server=server)
+        job.submit(drawn)
+        assert job.result() == files, job.failures
+        return job
+
+    try:
+        first = draw("a", series)
+        assert not first._copied
+        again = draw("b", series)
+        assert sorted(again._copied) == sorted([*files, *map(preview_file, files)])
+        assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in again._copied)
+        draw("a", other)  # "a" now holds other pictures: a copy of the first ones must come from "b"
+        draw("b", other)
+        third = draw("c", series)
+        # the previews beside keep their limits (flipped series span the same values): those are the same pictures
+        assert sorted(third._copied) == sorted(map(preview_file, files)), "copied from a file that holds another one"
+        assert (tmp_path / "c" / files[0]).read_bytes() != (tmp_path / "a" / files[0]).read_bytes()
+    finally:
+        server.close()

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import array
 import contextlib
+import hashlib
 import json
 import math
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -238,6 +240,12 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+def _picture_key(spec: dict[str, Any]) -> str:
+    """What a figure's pixels depend on: everything in its spec but where it is written."""
+    drawn = {key: value for key, value in spec.items() if key not in ("file", "path")}
+    return hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()
+
+
 class ForkedDrawing:
     """The judge's view of a drawing process forked by a PlotServer, shaped like the `subprocess.Popen` it stands
     in for: stdin, `poll`, `communicate`, and a pid that leads its own process group."""
@@ -284,11 +292,18 @@ class ForkedDrawing:
 class PlotServer:
     """A process that has imported matplotlib and drawn a figure once, and forks one drawing process per job, so
     that a batch (or a `watch`) pays for that once. Each job is still drawn in a process of its own, with the
-    limits, that sees only its own specs; `spawn` is safe from several threads."""
+    limits, that sees only its own specs; `spawn` is safe from several threads.
+
+    It also remembers which file holds each figure drawn so far: a figure whose spec (lines, limits, labels) is
+    the same as one drawn already, the preview beside a learner's plot whose limits are the reference's above all,
+    is the same picture, and is copied rather than drawn again."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock, self._lock, self._ready = ours, threading.Lock(), False
+        self._files_lock = threading.Lock()
+        self._drawn: dict[str, Path] = {}  # figure -> a file that holds it
+        self._holds: dict[Path, str] = {}  # file -> the figure it holds
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS), str(theirs.fileno())],
@@ -322,6 +337,42 @@ class PlotServer:
                 os.close(fd)
         return ForkedDrawing(STATUS.unpack(data)[0], *ours)
 
+    def remember(self, spec: dict[str, Any]) -> None:
+        """The figure of `spec` is drawn, in its path."""
+        with self._files_lock:
+            self._claim(Path(spec["path"]), _picture_key(spec))
+
+    def forget(self, spec: dict[str, Any]) -> None:
+        """`spec`'s path is about to be drawn again: what it holds is no longer known."""
+        with self._files_lock:
+            self._claim(Path(spec["path"]), None)
+
+    def copy_drawn(self, spec: dict[str, Any]) -> bool:
+        """Put the same figure drawn earlier in `spec`'s path, atomically; False when there is none to copy."""
+        key, path = _picture_key(spec), Path(spec["path"])
+        with self._files_lock:
+            source = self._drawn.get(key)
+            if source is None:
+                return False
+            tmp = path.with_name(f".{path.name}.tmp")
+            try:
+                shutil.copyfile(source, tmp)
+                os.replace(tmp, path)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+                self._claim(path, None)
+                return False
+            self._claim(path, key)
+            return True
+
+    def _claim(self, path: Path, key: str | None) -> None:
+        """`path` holds the figure of `key` from now on (None: something unknown), and nothing it held before."""
+        before = self._holds.pop(path, None)
+        if before is not None and self._drawn.get(before) == path:
+            del self._drawn[before]
+        if key is not None:
+            self._holds[path], self._drawn[key] = key, path
+
     def close(self) -> None:
         """The server exits once the socket closes; drawing processes still running end with their jobs."""
         self._sock.close()
@@ -354,6 +405,7 @@ class PlotJob:
         self._deadline: float | None = None
         self._written: list[str] | None = None
         self._process: subprocess.Popen[str] | ForkedDrawing | None = None
+        self._server, self._copied, self._drawing = server, list[str](), list[dict[str, Any]]()
         self._start_error = ""
         if server is not None:
             with contextlib.suppress(OSError):
@@ -379,13 +431,19 @@ class PlotJob:
         except Exception as exc:  # noqa: BLE001 - a plot the judge cannot prepare is a missing plot, not a grade
             self.failures = {plot.file: f"not prepared: {type(exc).__name__}: {exc}" for plot in self._plots}
         self._asked = [spec["file"] for spec in specs]
+        for folder in {Path(spec["path"]).parent for spec in specs}:
+            folder.mkdir(parents=True, exist_ok=True)
+        server = self._server
+        self._copied = [spec["file"] for spec in specs if server is not None and server.copy_drawn(spec)]
+        self._drawing = [spec for spec in specs if spec["file"] not in self._copied]
+        if server is not None:
+            for spec in self._drawing:
+                server.forget(spec)
         line = ""
-        if specs:
-            for folder in {Path(spec["path"]).parent for spec in specs}:
-                folder.mkdir(parents=True, exist_ok=True)
+        if self._drawing:
             fd, name = tempfile.mkstemp(prefix="paperleet-plots-", suffix=".json")
             with os.fdopen(fd, "w") as handle:
-                json.dump({"figures": specs}, handle)
+                json.dump({"figures": self._drawing}, handle)
             self._payload, line = Path(name), name
         self._send(line)
 
@@ -409,7 +467,12 @@ class PlotJob:
         self.close()
         # the learner's plots only: a preview beside one that failed leaves the problem's shared preview in place
         asked = [file for file in self._asked if file in {plot.file for plot in self._plots}]
-        written = outcome.get("written", [])
+        drawn = outcome.get("written", [])
+        written = [*drawn, *self._copied]
+        if self._server is not None:
+            for spec in self._drawing:
+                if spec["file"] in drawn:
+                    self._server.remember(spec)
         failed = outcome.get("failed", {})
         for file in asked:
             if file not in written:
