@@ -4,6 +4,10 @@ The judge (`grader.outputs.plots`) turns series into plain, bounded figure specs
 its memory and CPU time, so a plot that goes wrong costs one missing picture, never a grade. Protocol: the
 limits as JSON on the command line; one line on stdin naming a JSON file of specs (an empty line: nothing to
 draw); one JSON line on stdout, `{"written": [file, ...], "failed": {file: reason}}`.
+
+With a socket's file descriptor after the limits, it is a server instead (`serve`): it imports matplotlib and
+draws a throwaway figure once, then forks one drawing process per job, each speaking the protocol above on the
+pipes the judge sends with the job.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """`watch`: a judge kept warm between grades of one file, so that a save is graded in a fraction of a cold start.
 
 What a cold `grade` pays on every run is paid here once: the judge's imports, the problem and its expectations,
-the reference's series the plots are drawn against, and a zygote that has imported torch and the worker. The
-plotting process of the next grade starts as soon as a grade ends, so its matplotlib import is done before the
-next save. Each save is graded as `grade-all` grades a file, in a fresh confined worker forked from the zygote:
+the reference's series the plots are drawn against, a zygote that has imported torch and the worker, and a
+plotting server that has imported matplotlib. The plotting process of the next grade is forked from it as soon
+as a grade ends. Each save is graded as `grade-all` grades a file, in a fresh confined worker forked from the zygote:
 nothing of one grade reaches the next. Its outputs replace the previous grade's, as `grade` writes them.
 """
 
