@@ -61,9 +61,11 @@ def test_a_job_over_its_time_is_killed_and_the_next_one_still_draws(problem: Pro
     server = PlotServer()
     try:
         slow = PlotJob(problem.spec.plots, tmp_path / "slow", server=server, timeout_s=0.01)
+        assert isinstance(slow._process, ForkedDrawing)
+        os.kill(slow._process.pid, signal.SIGSTOP)  # a drawing that does not end, however fast the process
         slow.submit(series)
         assert slow.result() == [] and all("not drawn within" in why for why in slow.failures.values())
-        assert isinstance(slow._process, ForkedDrawing) and slow._process.returncode == -signal.SIGKILL
+        assert slow._process.returncode == -signal.SIGKILL
         assert not _alive(slow._process.pid)
         job = PlotJob(problem.spec.plots, tmp_path / "next", server=server)
         job.submit(series)

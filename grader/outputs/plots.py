@@ -248,14 +248,15 @@ def _picture_key(spec: dict[str, Any]) -> str:
 
 class ForkedDrawing:
     """The judge's view of a drawing process forked by a PlotServer, shaped like the `subprocess.Popen` it stands
-    in for: stdin, `poll`, `communicate`, and a pid that leads its own process group."""
+    in for: stdin, `poll`, `communicate`, and a pid that leads its own process group. Its pipes are file objects,
+    closed with it whatever happens to the process."""
 
     def __init__(self, pid: int, stdin: int, stdout: int, stderr: int, status: int) -> None:
         self.pid, self.returncode = pid, None
         self.stdin: IO[str] | None = os.fdopen(stdin, "w")
-        self._out, self._err, self._status = stdout, stderr, status
-        self._open: dict[int, list[bytes]] = {stdout: [], stderr: []}  # read so far, until each pipe's end
-        self._read: dict[int, bytes] = {}
+        self._status = os.fdopen(status, "rb", buffering=0)
+        self._outputs = [os.fdopen(fd, "rb", buffering=0) for fd in (stdout, stderr)]
+        self._read: dict[IO[bytes], list[bytes]] = {pipe: [] for pipe in self._outputs}  # until each one's end
 
     def poll(self) -> int | None:
         if self.returncode is None and select.select([self._status], [], [], 0)[0]:
@@ -263,9 +264,9 @@ class ForkedDrawing:
         return self.returncode
 
     def _finish(self) -> None:
-        data = os.read(self._status, STATUS.size)
+        data = self._status.read(STATUS.size) or b""
         self.returncode = STATUS.unpack(data)[0] if len(data) == STATUS.size else -signal.SIGKILL
-        os.close(self._status)
+        self._status.close()
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         """Both outputs to their end and the exit status, as Popen's; TimeoutExpired when `timeout` runs out."""
@@ -274,19 +275,19 @@ class ForkedDrawing:
                 self.stdin.close()
             self.stdin = None
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._open or self.returncode is None:
+        while (reading := [pipe for pipe in self._outputs if not pipe.closed]) or self.returncode is None:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
                 raise subprocess.TimeoutExpired("plotting process", timeout or 0)
-            for fd in select.select(list(self._open) or [self._status], [], [], wait)[0]:
-                if fd == self._status:
+            for ready in select.select(reading or [self._status], [], [], wait)[0]:
+                if ready is self._status:
                     self._finish()
-                elif chunk := os.read(fd, 1 << 16):
-                    self._open[fd].append(chunk)
+                elif chunk := ready.read(1 << 16):
+                    self._read[ready].append(chunk)
                 else:
-                    os.close(fd)
-                    self._read[fd] = b"".join(self._open.pop(fd))
-        return self._read[self._out].decode("utf-8", "replace"), self._read[self._err].decode("utf-8", "replace")
+                    ready.close()
+        out, err = (b"".join(self._read[pipe]).decode("utf-8", "replace") for pipe in self._outputs)
+        return out, err
 
 
 class PlotServer:
@@ -300,7 +301,7 @@ class PlotServer:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock, self._lock, self._ready = ours, threading.Lock(), False
+        self._sock, self._lock, self._ready, self._broken = ours, threading.Lock(), False, False
         self._files_lock = threading.Lock()
         self._drawn: dict[str, Path] = {}  # figure -> a file that holds it
         self._holds: dict[Path, str] = {}  # file -> the figure it holds
@@ -319,6 +320,8 @@ class PlotServer:
         ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
         try:
             with self._lock:
+                if self._broken:
+                    raise OSError("the plotting server has failed before")
                 if not self._ready:
                     self._sock.settimeout(PLOT_TIMEOUT_S)
                     self._ready = self._sock.recv(5) == b"ready"
@@ -326,9 +329,10 @@ class PlotServer:
                     raise OSError("the plotting server did not start")
                 self._sock.sendmsg([b"job"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
                 data = self._sock.recv(STATUS.size, socket.MSG_WAITALL)
-            if len(data) != STATUS.size:
-                raise OSError("the plotting server has gone")
+                if len(data) != STATUS.size:
+                    raise OSError("the plotting server has gone")
         except (OSError, ValueError):
+            self._broken = True  # every later job starts a process of its own at once, rather than wait again
             for fd in ours:
                 os.close(fd)
             raise
