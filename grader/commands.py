@@ -28,7 +28,7 @@ from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, write_exports
 from grader.outputs.pages import write_dashboard, write_report_page
-from grader.outputs.plots import PlotJob, draw, preview_file, series_tolerances
+from grader.outputs.plots import PlotJob, PlotServer, draw, preview_file, series_tolerances
 from grader.outputs.report import Report, reproduce_command, round_score, write_atomic, write_report
 from grader.outputs.terminal import grading_progress, print_class_table, print_report
 from grader.paths import PROJECT_ROOT
@@ -62,7 +62,8 @@ def plot_inputs(problem: Problem, expectations: Expectations) -> PlotInputs:
     return PlotInputs(expectations.series(), preview)
 
 
-def start_plots(problem: Problem, out_dir: Path, inputs: PlotInputs | None = None) -> PlotJob:
+def start_plots(problem: Problem, out_dir: Path, inputs: PlotInputs | None = None,
+                server: PlotServer | None = None) -> PlotJob:
     """Clear the previous run's plots and start drawing this run's as soon as its series arrive."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for plot in problem.spec.plots:
@@ -70,7 +71,18 @@ def start_plots(problem: Problem, out_dir: Path, inputs: PlotInputs | None = Non
         (out_dir / preview_file(plot.file)).unlink(missing_ok=True)
     inputs = inputs or PlotInputs()
     return PlotJob(problem.spec.plots, out_dir, note="drawn from your functions", reference=inputs.reference,
-                   preview=inputs.preview, tolerances=series_tolerances(problem.spec.checks))
+                   preview=inputs.preview, tolerances=series_tolerances(problem.spec.checks), server=server)
+
+
+def start_plot_server(problem: Problem) -> PlotServer | None:
+    """A server that forks each grade's drawing process, or None: without one, each grade starts its own."""
+    if not problem.spec.plots:
+        return None
+    try:
+        return PlotServer()
+    except OSError as exc:
+        tell_instructor(Path("plots"), exc)
+        return None
 
 
 def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJob | None = None) -> Report:
@@ -93,7 +105,7 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
 def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Path | None,
                expectations: Expectations | None = None, inputs: PlotInputs | None = None,
                zygote: Zygote | None = None, launched: Launched | None = None,
-               follow_through: bool | None = None) -> Report:
+               follow_through: bool | None = None, plot_server: PlotServer | None = None) -> Report:
     """Grade one file (its outputs into `out`, if given), whatever happens: a failure of the judge on this file
     becomes its `judge_error` report, written like any other, and never reaches another file."""
     command = _command(problem, file, seed)
@@ -103,7 +115,7 @@ def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Pat
             expectations = Expectations(problem, seed)
             expectations.warm()
         if out is not None:
-            plots = start_plots(problem, out, inputs or plot_inputs(problem, expectations))
+            plots = start_plots(problem, out, inputs or plot_inputs(problem, expectations), plot_server)
         graded = grade(problem, file, seed, limits, expectations=expectations, zygote=zygote, command=command,
                        launched=launched, series_sink=plots.submit if plots else None, follow_through=follow_through)
         return write_outputs(problem, graded, out, plots) if out is not None else graded.report
@@ -186,20 +198,25 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
                out_of: Callable[[Path], Path] | None = None, progress: Callable[[Report], None] | None = None,
                follow_through: bool | None = None) -> list[Report]:
     """One report per file, in order, whatever any file does: see `grade_into`."""
-    zygote = None
+    zygote, plot_server = None, None
     try:
+        # one process imports matplotlib once and forks the drawing process of each file, as the zygote below
+        # does the workers; it starts first, so its import overlaps the expectations' load
+        plot_server = start_plot_server(problem) if out_of and len(files) > 1 else None
         expectations = Expectations(problem, seed)
         expectations.warm()
         inputs = plot_inputs(problem, expectations) if out_of else PlotInputs()
         # one process imports torch once and forks every worker of the batch; a single file is not worth it
         zygote = Zygote() if len(files) > 1 else None
     except Exception as exc:  # nothing can be graded; each file's report says why
+        if plot_server is not None:
+            plot_server.close()
         return [_contained(problem, file, seed, exc, out_of, progress) for file in files]
 
     def one(file: Path) -> Report:
         out = out_of(file) if out_of else None
         report = grade_into(problem, file, seed, limits, out, expectations, inputs, zygote,
-                            follow_through=follow_through)
+                            follow_through=follow_through, plot_server=plot_server)
         _advance(progress, report)
         return report
 
@@ -207,8 +224,9 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
         with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
             return list(pool.map(one, files))
     finally:
-        if zygote is not None:
-            zygote.close()
+        for process in (zygote, plot_server):
+            if process is not None:
+                process.close()
 
 
 def _contained(problem: Problem, file: Path, seed: int, exc: Exception, out_of: Callable[[Path], Path] | None,

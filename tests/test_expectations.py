@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from grader.judge.expectations import Expectations, single_threaded
+from grader.judge.expectations import Expectations, load_cache_file, single_threaded
 from grader.model.problem import Problem
 
 PROBLEM = "grpo_advantages"
@@ -46,3 +47,32 @@ def test_the_judge_stays_on_one_thread_after_computing_expectations() -> None:
     with single_threaded():
         pass
     assert torch.get_num_threads() == 1
+
+
+class _Forged:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (print, ("a forged cache ran code",))
+
+
+def test_a_cache_file_is_read_with_the_weights_only_allow_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Read back as torch.load(weights_only=True) reads it, by the faster unpickler; a global outside the allow-list
+    makes the file unreadable (so recomputed), never a call."""
+    data: dict[str, Any] = {"t": torch.arange(6.0).reshape(2, 3).t(),
+                            "calls": [{"x": torch.ones(2, dtype=torch.bfloat16)}]}
+    torch.save(data, tmp_path / "good.pt")
+    loaded = load_cache_file(tmp_path / "good.pt")
+    assert loaded["t"].stride() == data["t"].stride() and torch.equal(loaded["t"], data["t"])
+    assert loaded["calls"][0]["x"].dtype == torch.bfloat16
+    torch.save({"x": _Forged()}, tmp_path / "forged.pt")
+    with pytest.raises(Exception, match="not allowed"):
+        load_cache_file(tmp_path / "forged.pt")
+    assert "ran code" not in capsys.readouterr().out
+    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))
+    problem = Problem(PROBLEM)
+    expectations = Expectations(problem, problem.grading_seeds[0])
+    expectations.warm()
+    (main,) = (tmp_path / "cache" / PROBLEM).glob("*.pt")
+    torch.save({"cases": {"x": [_Forged()]}}, main)
+    assert Expectations(problem, problem.grading_seeds[0])._cases == {}  # refused, so computed again
+    assert "ran code" not in capsys.readouterr().out

@@ -7,23 +7,31 @@ that leaves the checks' tolerance marked; beside it the reference preview is dra
 
 from __future__ import annotations
 
+import array
+import contextlib
+import hashlib
 import json
 import math
 import os
 import re
+import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
 from grader.model.spec import CheckSpec, PlotSpec, Tolerance
+from grader.outputs.figures import STATUS
 from grader.text import clean_line
 
 MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
@@ -228,18 +236,171 @@ def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel 
         return None
 
 
+def _environment() -> dict[str, str]:
+    return {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _picture_key(spec: dict[str, Any]) -> str:
+    """What a figure's pixels depend on: everything in its spec but where it is written."""
+    drawn = {key: value for key, value in spec.items() if key not in ("file", "path")}
+    return hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()
+
+
+class ForkedDrawing:
+    """The judge's view of a drawing process forked by a PlotServer, shaped like the `subprocess.Popen` it stands
+    in for: stdin, `poll`, `communicate`, and a pid that leads its own process group. Its pipes are file objects,
+    closed with it whatever happens to the process."""
+
+    def __init__(self, pid: int, stdin: int, stdout: int, stderr: int, status: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin: IO[str] | None = os.fdopen(stdin, "w")
+        self._status = os.fdopen(status, "rb", buffering=0)
+        self._outputs = [os.fdopen(fd, "rb", buffering=0) for fd in (stdout, stderr)]
+        self._read: dict[IO[bytes], list[bytes]] = {pipe: [] for pipe in self._outputs}  # until each one's end
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._status], [], [], 0)[0]:
+            self._finish()
+        return self.returncode
+
+    def _finish(self) -> None:
+        data = self._status.read(STATUS.size) or b""
+        self.returncode = STATUS.unpack(data)[0] if len(data) == STATUS.size else -signal.SIGKILL
+        self._status.close()
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Both outputs to their end and the exit status, as Popen's; TimeoutExpired when `timeout` runs out."""
+        if self.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.stdin.close()
+            self.stdin = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (reading := [pipe for pipe in self._outputs if not pipe.closed]) or self.returncode is None:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise subprocess.TimeoutExpired("plotting process", timeout or 0)
+            for ready in select.select(reading or [self._status], [], [], wait)[0]:
+                if ready is self._status:
+                    self._finish()
+                elif chunk := ready.read(1 << 16):
+                    self._read[ready].append(chunk)
+                else:
+                    ready.close()
+        out, err = (b"".join(self._read[pipe]).decode("utf-8", "replace") for pipe in self._outputs)
+        return out, err
+
+
+class PlotServer:
+    """A process that has imported matplotlib and drawn a figure once, and forks one drawing process per job, so
+    that a batch (or a `watch`) pays for that once. Each job is still drawn in a process of its own, with the
+    limits, that sees only its own specs; `spawn` is safe from several threads.
+
+    It also remembers which file holds each figure drawn so far: a figure whose spec (lines, limits, labels) is
+    the same as one drawn already, the preview beside a learner's plot whose limits are the reference's above all,
+    is the same picture, and is copied rather than drawn again."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock, self._lock, self._ready, self._broken = ours, threading.Lock(), False, False
+        self._files_lock = threading.Lock()
+        self._drawn: dict[str, Path] = {}  # figure -> a file that holds it
+        self._holds: dict[Path, str] = {}  # file -> the figure it holds
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=_environment())
+        finally:
+            theirs.close()
+
+    def spawn(self) -> ForkedDrawing:
+        """A fresh drawing process; OSError when the server cannot give one (the caller starts its own)."""
+        pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, status
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+        ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        try:
+            with self._lock:
+                if self._broken:
+                    raise OSError("the plotting server has failed before")
+                if not self._ready:
+                    self._sock.settimeout(PLOT_TIMEOUT_S)
+                    self._ready = self._sock.recv(5) == b"ready"
+                if not self._ready:
+                    raise OSError("the plotting server did not start")
+                self._sock.sendmsg([b"job"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
+                data = self._sock.recv(STATUS.size, socket.MSG_WAITALL)
+                if len(data) != STATUS.size:
+                    raise OSError("the plotting server has gone")
+        except (OSError, ValueError):
+            self._broken = True  # every later job starts a process of its own at once, rather than wait again
+            for fd in ours:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        return ForkedDrawing(STATUS.unpack(data)[0], *ours)
+
+    def remember(self, spec: dict[str, Any]) -> None:
+        """The figure of `spec` is drawn, in its path."""
+        with self._files_lock:
+            self._claim(Path(spec["path"]), _picture_key(spec))
+
+    def forget(self, spec: dict[str, Any]) -> None:
+        """`spec`'s path is about to be drawn again: what it holds is no longer known."""
+        with self._files_lock:
+            self._claim(Path(spec["path"]), None)
+
+    def copy_drawn(self, spec: dict[str, Any]) -> bool:
+        """Put the same figure drawn earlier in `spec`'s path, atomically; False when there is none to copy."""
+        key, path = _picture_key(spec), Path(spec["path"])
+        with self._files_lock:
+            source = self._drawn.get(key)
+            if source is None:
+                return False
+            tmp = path.with_name(f".{path.name}.tmp")
+            try:
+                shutil.copyfile(source, tmp)
+                os.replace(tmp, path)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+                self._claim(path, None)
+                return False
+            self._claim(path, key)
+            return True
+
+    def _claim(self, path: Path, key: str | None) -> None:
+        """`path` holds the figure of `key` from now on (None: something unknown), and nothing it held before."""
+        before = self._holds.pop(path, None)
+        if before is not None and self._drawn.get(before) == path:
+            del self._drawn[before]
+        if key is not None:
+            self._holds[path], self._drawn[key] = key, path
+
+    def close(self) -> None:
+        """The server exits once the socket closes; drawing processes still running end with their jobs."""
+        self._sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 class PlotJob:
     """Draw one submission's plots in a child process while the checks go on.
 
-    The child starts at once, so its matplotlib import overlaps the worker's start; `submit` hands it the
-    series (the first call counts; later ones are ignored), `result` waits at most PLOT_TIMEOUT_S from then and
-    returns the files drawn; `failures` says why any plot is missing. Neither ever raises.
+    The child starts at once, so its matplotlib import overlaps the worker's start (a `server` forks it with
+    matplotlib imported already); `submit` hands it the series (the first call counts; later ones are ignored),
+    `result` waits at most PLOT_TIMEOUT_S from then and returns the files drawn; `failures` says why any plot
+    is missing. Neither ever raises.
     """
 
     def __init__(self, plots: list[PlotSpec], out_dir: Path, note: str = "",
                  reference: dict[str, torch.Tensor] | None = None, preview: dict[str, torch.Tensor] | None = None,
                  tolerances: Mapping[str, Tolerance] | None = None, as_reference: bool = False,
-                 timeout_s: float = PLOT_TIMEOUT_S) -> None:
+                 timeout_s: float = PLOT_TIMEOUT_S, server: PlotServer | None = None) -> None:
         self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
         self._reference, self._preview, self._tolerances = reference, preview, tolerances
         self._as_reference, self._timeout_s = as_reference, timeout_s
@@ -248,17 +409,20 @@ class PlotJob:
         self._payload: Path | None = None
         self._deadline: float | None = None
         self._written: list[str] | None = None
-        self._process: subprocess.Popen[str] | None = None
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)], cwd=PACKAGE_PARENT,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                start_new_session=True, env={**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-                                             "OPENBLAS_NUM_THREADS": "1"})
-        except OSError as exc:
-            self._start_error = f"the plotting process could not start: {exc}"
-        else:
-            self._start_error = ""
+        self._process: subprocess.Popen[str] | ForkedDrawing | None = None
+        self._server, self._copied, self._drawing = server, list[str](), list[dict[str, Any]]()
+        self._start_error = ""
+        if server is not None:
+            with contextlib.suppress(OSError):
+                self._process = server.spawn()
+        if self._process is None:
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)], cwd=PACKAGE_PARENT,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    start_new_session=True, env=_environment())
+            except OSError as exc:
+                self._start_error = f"the plotting process could not start: {exc}"
 
     def submit(self, series: Mapping[str, torch.Tensor] | None) -> None:
         if self._deadline is not None:
@@ -272,13 +436,19 @@ class PlotJob:
         except Exception as exc:  # a plot the judge cannot prepare is a missing plot, not a grade
             self.failures = {plot.file: f"not prepared: {type(exc).__name__}: {exc}" for plot in self._plots}
         self._asked = [spec["file"] for spec in specs]
+        for folder in {Path(spec["path"]).parent for spec in specs}:
+            folder.mkdir(parents=True, exist_ok=True)
+        server = self._server
+        self._copied = [spec["file"] for spec in specs if server is not None and server.copy_drawn(spec)]
+        self._drawing = [spec for spec in specs if spec["file"] not in self._copied]
+        if server is not None:
+            for spec in self._drawing:
+                server.forget(spec)
         line = ""
-        if specs:
-            for folder in {Path(spec["path"]).parent for spec in specs}:
-                folder.mkdir(parents=True, exist_ok=True)
+        if self._drawing:
             fd, name = tempfile.mkstemp(prefix="paperleet-plots-", suffix=".json")
             with os.fdopen(fd, "w") as handle:
-                json.dump({"figures": specs}, handle)
+                json.dump({"figures": self._drawing}, handle)
             self._payload, line = Path(name), name
         self._send(line)
 
@@ -302,7 +472,12 @@ class PlotJob:
         self.close()
         # the learner's plots only: a preview beside one that failed leaves the problem's shared preview in place
         asked = [file for file in self._asked if file in {plot.file for plot in self._plots}]
-        written = outcome.get("written", [])
+        drawn = outcome.get("written", [])
+        written = [*drawn, *self._copied]
+        if self._server is not None:
+            for spec in self._drawing:
+                if spec["file"] in drawn:
+                    self._server.remember(spec)
         failed = outcome.get("failed", {})
         for file in asked:
             if file not in written:
@@ -319,7 +494,7 @@ class PlotJob:
             self._kill()
             return {"error": f"not drawn within {self._timeout_s:g} s"}
         if self._process.returncode != 0 or not out.strip():
-            code = self._process.returncode
+            code = self._process.returncode or 0
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
             return {"error": f"the plotting process ended with {how}: {clean_line(err.strip()[-200:])}"}
         try:

@@ -32,7 +32,7 @@ from grader.outputs.report import Report
 from grader.outputs.terminal import STYLE
 from grader.text import clean_line
 
-POLL_S = 0.1  # how often the file is looked at
+POLL_S = 0.04  # how often the file is looked at: a stat and, for a file of sane size, a hash of its bytes
 DEBOUNCE_S = 0.2  # how long a save must stay unchanged before its grade is published
 HASHED_BYTES = 1 << 22  # a larger file is compared by modification time and size alone
 MESSAGE_CHARS = 160  # a check's message in the watch table: one line; report.json keeps it whole

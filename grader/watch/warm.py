@@ -1,9 +1,9 @@
 """`watch`: a judge kept warm between grades of one file, so that a save is graded in a fraction of a cold start.
 
 What a cold `grade` pays on every run is paid here once: the judge's imports, the problem and its expectations,
-the reference's series the plots are drawn against, and a zygote that has imported torch and the worker. The
-plotting process of the next grade starts as soon as a grade ends, so its matplotlib import is done before the
-next save. Each save is graded as `grade-all` grades a file, in a fresh confined worker forked from the zygote:
+the reference's series the plots are drawn against, a zygote that has imported torch and the worker, and a
+plotting server that has imported matplotlib. The plotting process of the next grade is forked from it as soon
+as a grade ends. Each save is graded as `grade-all` grades a file, in a fresh confined worker forked from the zygote:
 nothing of one grade reaches the next. Its outputs replace the previous grade's, as `grade` writes them.
 """
 
@@ -18,7 +18,7 @@ from typing import cast
 
 import torch
 
-from grader.commands import PlotInputs, UsageError, plot_inputs, single_out, write_outputs
+from grader.commands import PlotInputs, UsageError, plot_inputs, single_out, start_plot_server, write_outputs
 from grader.confine.launch import limits_from
 from grader.confine.zygote import Zygote
 from grader.judge.expectations import Expectations
@@ -27,7 +27,7 @@ from grader.model.problem import Problem
 from grader.model.spec import Limits
 from grader.model.verdicts import ExitCode
 from grader.outputs.containment import judge_error_report, tell_instructor
-from grader.outputs.plots import PlotJob, preview_file, series_tolerances
+from grader.outputs.plots import PlotJob, PlotServer, preview_file, series_tolerances
 from grader.outputs.report import Report, reproduce_command, write_report
 from grader.watch.loop import DEBOUNCE_S, Outcome, Snapshot, watch
 
@@ -83,11 +83,13 @@ class WarmJudge:
         self._start_error: BaseException | None = None
         self._plots: PlotJob | None = None
         self._drawn: DrawnPlots | None = None
+        self.plot_server: PlotServer | None = None
 
     def start(self) -> None:
         """The zygote imports torch on one core while this process computes (or loads) the expectations."""
         self._starting = threading.Thread(target=self._start_zygote, name="zygote-start", daemon=True)
         self._starting.start()
+        self.plot_server = start_plot_server(self.problem)
         self.expectations.warm()
         self.inputs = plot_inputs(self.problem, self.expectations)
         self._plots = self._plot_job()
@@ -106,7 +108,7 @@ class WarmJudge:
             return None
         return PlotJob(self.problem.spec.plots, self.out, note="drawn from your functions",
                        reference=self.inputs.reference, preview=self.inputs.preview,
-                       tolerances=series_tolerances(self.problem.spec.checks))
+                       tolerances=series_tolerances(self.problem.spec.checks), server=self.plot_server)
 
     def _live_zygote(self) -> Zygote:
         """The zygote, started again if it has died (the machine ran short of memory, say)."""
@@ -170,10 +172,13 @@ class WarmJudge:
                 (self.out / preview_file(plot.file)).unlink(missing_ok=True)
 
     def close(self) -> None:
-        """End the plotting process and the zygote; the zygote's children die with it."""
+        """End the plotting process, its server and the zygote; the zygote's children die with it."""
         if self._plots is not None:
             self._plots.close()
             self._plots = None
+        if self.plot_server is not None:
+            self.plot_server.close()
+            self.plot_server = None
         if self._starting is not None:
             self._starting.join()  # a zygote still starting is closed too, never left behind
         if self.zygote is not None:

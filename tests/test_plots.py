@@ -1,0 +1,116 @@
+"""The plotting server: each job drawn in a process forked for it alone, with the limits; nothing outlives close."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import PROBLEM
+
+from grader.model.problem import Problem
+from grader.outputs.plots import ForkedDrawing, PlotJob, PlotServer, preview_file
+
+
+@pytest.fixture(scope="module")
+def problem() -> Problem:
+    return Problem(PROBLEM)
+
+
+def _series(problem: Problem) -> dict[str, torch.Tensor]:
+    names = {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
+    return {name: torch.linspace(0, 1, 33, dtype=torch.float64) for name in sorted(names)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_jobs_forked_by_the_server_draw_what_a_job_of_its_own_draws(problem: Problem, tmp_path: Path) -> None:
+    series = _series(problem)
+    files = [plot.file for plot in problem.spec.plots]
+    alone = PlotJob(problem.spec.plots, tmp_path / "alone", reference=series, preview=series)
+    alone.submit(series)
+    assert alone.result() == files, alone.failures
+    server = PlotServer()
+    drawers = []
+    try:
+        for index in range(2):
+            job = PlotJob(problem.spec.plots, tmp_path / str(index), reference=series, preview=series, server=server)
+            assert isinstance(job._process, ForkedDrawing)
+            drawers.append(job._process.pid)
+            job.submit(series)
+            assert job.result() == files, job.failures
+            assert all((tmp_path / str(index) / preview_file(file)).is_file() for file in files)
+        assert drawers[0] != drawers[1] and server.process.pid not in drawers, "one process per job"
+    finally:
+        server.close()
+    assert server.process.returncode == 0
+    assert not any(_alive(pid) for pid in drawers)
+
+
+def test_a_job_over_its_time_is_killed_and_the_next_one_still_draws(problem: Problem, tmp_path: Path) -> None:
+    series = _series(problem)
+    server = PlotServer()
+    try:
+        slow = PlotJob(problem.spec.plots, tmp_path / "slow", server=server, timeout_s=0.01)
+        assert isinstance(slow._process, ForkedDrawing)
+        os.kill(slow._process.pid, signal.SIGSTOP)  # a drawing that does not end, however fast the process
+        slow.submit(series)
+        assert slow.result() == [] and all("not drawn within" in why for why in slow.failures.values())
+        assert slow._process.returncode == -signal.SIGKILL
+        assert not _alive(slow._process.pid)
+        job = PlotJob(problem.spec.plots, tmp_path / "next", server=server)
+        job.submit(series)
+        assert job.result() == [plot.file for plot in problem.spec.plots], job.failures
+    finally:
+        server.close()
+
+
+def test_a_job_falls_back_to_a_process_of_its_own_when_the_server_is_gone(problem: Problem, tmp_path: Path) -> None:
+    server = PlotServer()
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    started = time.monotonic()
+    job = PlotJob(problem.spec.plots, tmp_path, server=server)
+    assert not isinstance(job._process, ForkedDrawing)
+    job.submit(_series(problem))
+    assert job.result() == [plot.file for plot in problem.spec.plots], job.failures
+    assert time.monotonic() - started < 30
+    server.close()
+
+
+def test_a_figure_drawn_before_is_copied_and_a_file_drawn_over_is_never_a_source(problem: Problem,
+                                                                                  tmp_path: Path) -> None:
+    series = _series(problem)
+    other = {name: value.flip(0) for name, value in series.items()}
+    files = [plot.file for plot in problem.spec.plots]
+    server = PlotServer()
+
+    def draw(folder: str, drawn: dict[str, torch.Tensor]) -> PlotJob:
+        job = PlotJob(problem.spec.plots, tmp_path / folder, reference=series, preview=series, server=server)
+        job.submit(drawn)
+        assert job.result() == files, job.failures
+        return job
+
+    try:
+        first = draw("a", series)
+        assert not first._copied
+        again = draw("b", series)
+        assert sorted(again._copied) == sorted([*files, *map(preview_file, files)])
+        assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in again._copied)
+        draw("a", other)  # "a" now holds other pictures: a copy of the first ones must come from "b"
+        draw("b", other)
+        third = draw("c", series)
+        # the previews beside keep their limits (flipped series span the same values): those are the same pictures
+        assert sorted(third._copied) == sorted(map(preview_file, files)), "copied from a file that holds another one"
+        assert (tmp_path / "c" / files[0]).read_bytes() != (tmp_path / "a" / files[0]).read_bytes()
+    finally:
+        server.close()
