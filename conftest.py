@@ -52,8 +52,12 @@ def tier_scores(report: dict[str, Any]) -> dict[str, float]:
 def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Environment for CLI runs: artifacts and the expectations cache in a private folder, never the repo's."""
     home = tmp_path_factory.mktemp("cli")
-    return {**os.environ, "PAPERLEET_ARTIFACTS": str(home / "artifacts"), "PAPERLEET_CACHE": str(home / "cache"),
-            "COLUMNS": "160"}
+    return {
+        **os.environ,
+        "PAPERLEET_ARTIFACTS": str(home / "artifacts"),
+        "PAPERLEET_CACHE": str(home / "cache"),
+        "COLUMNS": "160",
+    }
 
 
 @pytest.fixture(scope="session")
@@ -61,8 +65,14 @@ def run_cli(cli_env: dict[str, str]):
     """Run `python -m grader ARGS...` from the project root, as a user would."""
 
     def run(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "grader", *map(str, args)], cwd=ROOT, env=cli_env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "grader", *map(str, args)],
+            cwd=ROOT,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     return run
 
@@ -73,8 +83,9 @@ def grade_folder(run_cli, folder: Path, out: Path, *extra: str, problem: str = P
     return Batch(result, out, reports)
 
 
-def grade_samples(run_cli, tmp_path_factory: pytest.TempPathFactory, problem: str,
-                  extra: dict[str, str] | None = None) -> Batch:
+def grade_samples(
+    run_cli, tmp_path_factory: pytest.TempPathFactory, problem: str, extra: dict[str, str] | None = None
+) -> Batch:
     """submissions/<problem>, and `extra` files (name -> source) beside them, graded in one `grade-all` run with
     the problem's own limits, as a class is graded."""
     folder = tmp_path_factory.mktemp(f"{problem}_submissions")

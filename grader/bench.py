@@ -68,7 +68,7 @@ def tree_cpu(root: int) -> float:
         except OSError:
             continue
         if text:
-            stats[int(entry.name)] = text[text.rindex(")") + 2:].split()
+            stats[int(entry.name)] = text[text.rindex(")") + 2 :].split()
     below, pending, total = {root}, [root], 0.0
     while pending:
         pid = pending.pop()
@@ -138,8 +138,9 @@ def _settle(pid: int, quiet_s: float = 0.5, limit_s: float = 20.0) -> None:
         last = now
 
 
-def measure_watch(python: str, problem: str, pairs: dict[str, tuple[Path, Path]], saves: int, work: Path,
-                  samples: Samples) -> None:
+def measure_watch(
+    python: str, problem: str, pairs: dict[str, tuple[Path, Path]], saves: int, work: Path, samples: Samples
+) -> None:
     """For each kind of edit, start `watch` on a file and save its two versions in turn, once untimed (the first
     grade of a version computes what the cache lacks), then `saves` times; a floor run after each re-grade."""
     for kind, versions in pairs.items():
@@ -147,8 +148,12 @@ def measure_watch(python: str, problem: str, pairs: dict[str, tuple[Path, Path]]
         folder.mkdir()
         file, out = folder / "learner.py", folder / "out"
         sha = save(file, versions[0])
-        watcher = subprocess.Popen([python, "-m", "grader", "watch", str(file), "--problem", problem, "--out",
-                                    str(out)], cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        watcher = subprocess.Popen(
+            [python, "-m", "grader", "watch", str(file), "--problem", problem, "--out", str(out)],
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         runs, phases = samples.saves.setdefault(kind, []), samples.save_phases.setdefault(kind, [])
         try:
             _wait_for_report(out / "report.json", sha, watcher, WATCH_START_TIMEOUT_S)
@@ -156,8 +161,9 @@ def measure_watch(python: str, problem: str, pairs: dict[str, tuple[Path, Path]]
                 _settle(watcher.pid)
                 started, cpu = time.perf_counter(), tree_cpu(watcher.pid)
                 sha = save(file, versions[(index + 1) % 2])
-                report = _wait_for_report(out / "report.json", sha, watcher,
-                                          WATCH_START_TIMEOUT_S if index == 0 else SAVE_TIMEOUT_S)
+                report = _wait_for_report(
+                    out / "report.json", sha, watcher, WATCH_START_TIMEOUT_S if index == 0 else SAVE_TIMEOUT_S
+                )
                 if index > 0:
                     runs.append(Run(time.perf_counter() - started, tree_cpu(watcher.pid) - cpu))
                     found = report.get("phases", {})
@@ -182,8 +188,11 @@ def edit_pairs(args: argparse.Namespace) -> dict[str, tuple[Path, Path]]:
     wrong = sorted(problem.known_wrong(), key=lambda w: (w.path.name not in declared, w.path.name))
     unchanged = next((w.path for w in wrong if not (w.must_fail | w.may_fail) & experiment), None)
     changed = next((w.path for w in wrong if w.must_fail & experiment), None)
-    return {kind: (args.submission, path) for kind, path in (("toy unchanged", unchanged), ("toy changed", changed))
-            if path is not None}
+    return {
+        kind: (args.submission, path)
+        for kind, path in (("toy unchanged", unchanged), ("toy changed", changed))
+        if path is not None
+    }
 
 
 def misreading_file(problem_id: str) -> Path | None:
@@ -212,8 +221,17 @@ def measure_follow_through(python: str, args: argparse.Namespace, work: Path, sa
 def measure(args: argparse.Namespace, work: Path) -> Samples:
     python = sys.executable
     samples = Samples()
-    grade_cmd = [python, "-m", "grader", "grade", str(args.submission), "--problem", args.problem,
-                 "--out", str(work / "one")]
+    grade_cmd = [
+        python,
+        "-m",
+        "grader",
+        "grade",
+        str(args.submission),
+        "--problem",
+        args.problem,
+        "--out",
+        str(work / "one"),
+    ]
     timed([python, "-m", "grader", "previews", "--problem", args.problem])  # as `make grade` has them
     subprocess.run(grade_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)  # caches
     for _ in range(args.runs):  # interleaved, so load on the machine hits both alike
@@ -224,8 +242,22 @@ def measure(args: argparse.Namespace, work: Path) -> Samples:
     batch_dir.mkdir()
     for index in range(args.batch):
         shutil.copyfile(args.submission, batch_dir / f"learner_{index:03d}.py")
-    batch_wall = timed([python, "-m", "grader", "grade-all", "--problem", args.problem, "--submissions",
-                        str(batch_dir), "--out", str(work / "batch_out"), "--jobs", str(os.cpu_count() or 1)])
+    batch_wall = timed(
+        [
+            python,
+            "-m",
+            "grader",
+            "grade-all",
+            "--problem",
+            args.problem,
+            "--submissions",
+            str(batch_dir),
+            "--out",
+            str(work / "batch_out"),
+            "--jobs",
+            str(os.cpu_count() or 1),
+        ]
+    )
     samples.batch_per_file = Run(batch_wall.wall / args.batch, batch_wall.cpu / args.batch)
     samples.floor.append(floor_run(python))
     measure_follow_through(python, args, work, samples)
@@ -239,15 +271,23 @@ def _median(runs: list[Run]) -> Run:
 
 def show(args: argparse.Namespace, samples: Samples) -> None:
     floor = _median(samples.floor)
-    table = Table(title=f"{args.problem}: cost as a multiple of `python -c \"import torch\"` ({floor.wall:.3f} s wall, "
-                        f"{floor.cpu:.3f} s CPU; median of {len(samples.floor)} interleaved runs) on "
-                        f"{os.cpu_count()} cores")
+    table = Table(
+        title=f'{args.problem}: cost as a multiple of `python -c "import torch"` ({floor.wall:.3f} s wall, '
+        f"{floor.cpu:.3f} s CPU; median of {len(samples.floor)} interleaved runs) on "
+        f"{os.cpu_count()} cores"
+    )
     for column in ("measurement", "seconds", "x floor", "CPU s", "CPU x floor", "target (stretch)"):
         table.add_column(column, justify="right" if column != "measurement" else "left")
 
     def row(label: str, run: Run, target: str) -> None:
-        table.add_row(label, f"{run.wall:.3f}", f"{run.wall / floor.wall:.2f}", f"{run.cpu:.3f}",
-                      f"{run.cpu / floor.cpu:.2f}", target)
+        table.add_row(
+            label,
+            f"{run.wall:.3f}",
+            f"{run.wall / floor.wall:.2f}",
+            f"{run.cpu:.3f}",
+            f"{run.cpu / floor.cpu:.2f}",
+            target,
+        )
 
     def phases(found: list[dict[str, float]], prefix: str) -> None:
         for name in sorted({k for p in found for k in p}):
@@ -262,8 +302,12 @@ def show(args: argparse.Namespace, samples: Samples) -> None:
     phases([{k: v for k, v in p.items() if k == "diagnosis"} for p in samples.misread_phases], "misreading")
     for kind, runs in samples.saves.items():
         if runs:
-            row(f"watch, {kind}: save to new report.json (median of {len(runs)}, slowest "
-                f"{max(r.wall for r in runs):.2f} s)", _median(runs), "<= 0.3")
+            row(
+                f"watch, {kind}: save to new report.json (median of {len(runs)}, slowest "
+                f"{max(r.wall for r in runs):.2f} s)",
+                _median(runs),
+                "<= 0.3",
+            )
             phases(samples.save_phases[kind], "watch")
     Console(width=140).print(table)
 

@@ -20,9 +20,9 @@ MEANINGS = {
     ExitCode.VALIDATION_FAILED: "validate: the reference or a known-wrong solution did not behave as declared",
     ExitCode.JUDGE_ERROR: "the grader itself failed; a report with status or verdict judge_error says where",
     ExitCode.USAGE: "unknown problem, missing file or folder, bad option or limit, or a Python without the "
-                    "grader's packages",
+    "grader's packages",
     ExitCode.IMPORT_FAILED: "grade: the submission could not be imported (import_error, import_timeout, "
-                            "import_crashed)",
+    "import_crashed)",
     ExitCode.BELOW_FAIL_UNDER: "--fail-under SCORE: a submission scored below SCORE",
 }
 EPILOG = "exit codes:\n" + "\n".join(f"  {code.value} {code.name.lower()}: {MEANINGS[code]}" for code in ExitCode)
@@ -77,14 +77,23 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _follow_through(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-follow-through", dest="follow_through", action="store_false", default=None,
-                        help="charge a diagnosed misreading in every check it fails, not only in the checks that own "
-                             "it (default: the problem's `follow_through`)")
+    parser.add_argument(
+        "--no-follow-through",
+        dest="follow_through",
+        action="store_false",
+        default=None,
+        help="charge a diagnosed misreading in every check it fails, not only in the checks that own "
+        "it (default: the problem's `follow_through`)",
+    )
 
 
 def _fail_under(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--fail-under", type=score, metavar="SCORE", help="exit 6 when a submission scores below "
-                        "SCORE points (a file that does not import scores 0)")
+    parser.add_argument(
+        "--fail-under",
+        type=score,
+        metavar="SCORE",
+        help="exit 6 when a submission scores below SCORE points (a file that does not import scores 0)",
+    )
 
 
 def limit_error(args: argparse.Namespace) -> str | None:
@@ -111,10 +120,21 @@ def limit_error(args: argparse.Namespace) -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="paperleet", description="Grade PyTorch implementations of paper "
-                                     "equations against a hidden reference.", epilog=EPILOG)
+    parser = Parser(
+        prog="paperleet",
+        description="Grade PyTorch implementations of paper equations against a hidden reference.",
+        epilog=EPILOG,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
+    _grading_commands(commands)
+    _course_commands(commands)
+    _watch_command(commands)
+    return parser
+
+
+def _grading_commands(commands: argparse._SubParsersAction[Parser]) -> None:
+    """What graders run: grade one file, or every file of a folder."""
     grade = commands.add_parser("grade", help="grade one submission file", epilog=EPILOG)
     grade.add_argument("file", type=Path)
     grade.add_argument("--problem", required=True)
@@ -133,26 +153,41 @@ def build_parser() -> argparse.ArgumentParser:
     grade_all.add_argument("--jobs", type=count, default=0, help="parallel workers (default: CPU count)")
     grade_all.add_argument("--seed", type=int)
     _follow_through(grade_all)
-    grade_all.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices (K from 0) of the "
-                           "submissions sorted by name; then `merge` the shards' --out folders")
-    grade_all.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML here, one testsuite "
-                           "per submission")
+    grade_all.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="grade only the K-th of N slices (K from 0) of the "
+        "submissions sorted by name; then `merge` the shards' --out folders",
+    )
+    grade_all.add_argument(
+        "--junit", type=Path, metavar="PATH", help="also write JUnit XML here, one testsuite per submission"
+    )
     _fail_under(grade_all)
     _limit_options(grade_all)
 
+
+def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
+    """What instructors run to prove, publish and gather a problem."""
     previews = commands.add_parser("previews", help="draw the reference's T3 plots", epilog=EPILOG)
     previews.add_argument("--problem", required=True)
     previews.add_argument("--out", type=Path, help="default artifacts/previews/ID/")
-    previews.add_argument("--force", action="store_true", help="draw them even if the problem and the plotting "
-                          "code are unchanged since they were drawn")
+    previews.add_argument(
+        "--force",
+        action="store_true",
+        help="draw them even if the problem and the plotting code are unchanged since they were drawn",
+    )
 
-    validate = commands.add_parser("validate", help="prove the checks against the reference and known-wrong "
-                                   "solutions", epilog=EPILOG)
+    validate = commands.add_parser(
+        "validate", help="prove the checks against the reference and known-wrong solutions", epilog=EPILOG
+    )
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=count, default=0)
 
-    known_wrong = commands.add_parser("known-wrong", help="write the known-wrong solutions declared in "
-                                      "reference/ID/wrong/ and print their paths", epilog=EPILOG)
+    known_wrong = commands.add_parser(
+        "known-wrong",
+        help="write the known-wrong solutions declared in reference/ID/wrong/ and print their paths",
+        epilog=EPILOG,
+    )
     known_wrong.add_argument("--problem", required=True)
     known_wrong.add_argument("names", nargs="*", metavar="NAME", help="only these (default: all)")
 
@@ -160,26 +195,35 @@ def build_parser() -> argparse.ArgumentParser:
     gradescope.add_argument("--problem", required=True)
     gradescope.add_argument("--out", type=Path, help="default artifacts/gradescope/ID.zip")
 
-    merge = commands.add_parser("merge", help="join the --out folders of grade-all shards into one class summary",
-                                epilog=EPILOG)
+    merge = commands.add_parser(
+        "merge", help="join the --out folders of grade-all shards into one class summary", epilog=EPILOG
+    )
     merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="grade-all --shard output folders")
     merge.add_argument("--out", type=Path, help="where summary.csv and index.html go (default: the first DIR)")
 
-    pack = commands.add_parser("learner-pack", help="build the learner's zip: statement, starter, toy, public cases "
-                               "and a `check` command", epilog=EPILOG)
+    pack = commands.add_parser(
+        "learner-pack",
+        help="build the learner's zip: statement, starter, toy, public cases and a `check` command",
+        epilog=EPILOG,
+    )
     pack.add_argument("--problem", required=True)
     pack.add_argument("--out", type=Path, help="default artifacts/learner/ID.zip")
 
-    watch = commands.add_parser("watch", help="grade a file again each time it is saved, until Ctrl-C",
-                                epilog=EPILOG)
+
+def _watch_command(commands: argparse._SubParsersAction[Parser]) -> None:
+    """The learner's loop: grade a file again on every save."""
+    watch = commands.add_parser("watch", help="grade a file again each time it is saved, until Ctrl-C", epilog=EPILOG)
     watch.add_argument("file", type=Path)
     watch.add_argument("--problem", required=True)
     watch.add_argument("--out", type=Path, help="report folder, rewritten after each save (default: as grade's)")
     watch.add_argument("--seed", type=int, help="grading seed (default: the problem's hidden seed)")
-    watch.add_argument("--debounce", type=float, metavar="S", help="seconds a save must stay unchanged before "
-                       "its grade is shown (default 0.2)")
+    watch.add_argument(
+        "--debounce",
+        type=float,
+        metavar="S",
+        help="seconds a save must stay unchanged before its grade is shown (default 0.2)",
+    )
     _limit_options(watch)
-    return parser
 
 
 def early_launch(args: argparse.Namespace) -> Launched | None:

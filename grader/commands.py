@@ -62,16 +62,24 @@ def plot_inputs(problem: Problem, expectations: Expectations) -> PlotInputs:
     return PlotInputs(expectations.series(), preview)
 
 
-def start_plots(problem: Problem, out_dir: Path, inputs: PlotInputs | None = None,
-                server: PlotServer | None = None) -> PlotJob:
+def start_plots(
+    problem: Problem, out_dir: Path, inputs: PlotInputs | None = None, server: PlotServer | None = None
+) -> PlotJob:
     """Clear the previous run's plots and start drawing this run's as soon as its series arrive."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for plot in problem.spec.plots:
         (out_dir / plot.file).unlink(missing_ok=True)
         (out_dir / preview_file(plot.file)).unlink(missing_ok=True)
     inputs = inputs or PlotInputs()
-    return PlotJob(problem.spec.plots, out_dir, note="drawn from your functions", reference=inputs.reference,
-                   preview=inputs.preview, tolerances=series_tolerances(problem.spec.checks), server=server)
+    return PlotJob(
+        problem.spec.plots,
+        out_dir,
+        note="drawn from your functions",
+        reference=inputs.reference,
+        preview=inputs.preview,
+        tolerances=series_tolerances(problem.spec.checks),
+        server=server,
+    )
 
 
 def start_plot_server(problem: Problem) -> PlotServer | None:
@@ -102,10 +110,19 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
     return report
 
 
-def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Path | None,
-               expectations: Expectations | None = None, inputs: PlotInputs | None = None,
-               zygote: Zygote | None = None, launched: Launched | None = None,
-               follow_through: bool | None = None, plot_server: PlotServer | None = None) -> Report:
+def grade_into(
+    problem: Problem,
+    file: Path,
+    seed: int,
+    limits: Limits,
+    out: Path | None,
+    expectations: Expectations | None = None,
+    inputs: PlotInputs | None = None,
+    zygote: Zygote | None = None,
+    launched: Launched | None = None,
+    follow_through: bool | None = None,
+    plot_server: PlotServer | None = None,
+) -> Report:
     """Grade one file (its outputs into `out`, if given), whatever happens: a failure of the judge on this file
     becomes its `judge_error` report, written like any other, and never reaches another file."""
     command = _command(problem, file, seed)
@@ -116,8 +133,18 @@ def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Pat
             expectations.warm()
         if out is not None:
             plots = start_plots(problem, out, inputs or plot_inputs(problem, expectations), plot_server)
-        graded = grade(problem, file, seed, limits, expectations=expectations, zygote=zygote, command=command,
-                       launched=launched, series_sink=plots.submit if plots else None, follow_through=follow_through)
+        graded = grade(
+            problem,
+            file,
+            seed,
+            limits,
+            expectations=expectations,
+            zygote=zygote,
+            command=command,
+            launched=launched,
+            series_sink=plots.submit if plots else None,
+            follow_through=follow_through,
+        )
         return write_outputs(problem, graded, out, plots) if out is not None else graded.report
     except Exception as exc:  # contained to this file: the batch and its class outputs go on
         if plots is not None:
@@ -131,8 +158,10 @@ def grade_into(problem: Problem, file: Path, seed: int, limits: Limits, out: Pat
 
 def _write_contained(problem: Problem, report: Report, out: Path) -> None:
     """The judge_error report on disk, replacing the previous run's; then its page, if that can be drawn."""
-    for write in (lambda: write_report(report, out / "report.json"),
-                  lambda: write_report_page(problem, report, out, artifacts_dir() / "previews" / problem.id)):
+    for write in (
+        lambda: write_report(report, out / "report.json"),
+        lambda: write_report_page(problem, report, out, artifacts_dir() / "previews" / problem.id),
+    ):
         try:
             write()
         except Exception as exc:  # the report in memory still reaches summary.csv and index.html
@@ -157,8 +186,10 @@ def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> Exi
     started = getattr(args, "started", time.monotonic())
     problem = Problem(args.problem)
     if args.file.is_dir():
-        raise UsageError(f"{args.file} is a folder; expected a Python file with your solution (to grade every file "
-                         f"of a folder: grade-all --problem {problem.id} --submissions {args.file})")
+        raise UsageError(
+            f"{args.file} is a folder; expected a Python file with your solution (to grade every file "
+            f"of a folder: grade-all --problem {problem.id} --submissions {args.file})"
+        )
     if not args.file.is_file():
         raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
     if args.gradescope is not None and (why := gradescope_refusal(problem.spec.checks)) is not None:
@@ -167,13 +198,22 @@ def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> Exi
     out = args.out or single_out(problem, args.file)
     class_dir = (artifacts_dir() / problem.id).resolve()
     replaced = out.resolve().is_relative_to(class_dir) and (out / "report.json").is_file()
-    report = grade_into(problem, args.file, seed, limits_from(args, problem.spec.limits), out, launched=launched,
-                        follow_through=getattr(args, "follow_through", None))
+    report = grade_into(
+        problem,
+        args.file,
+        seed,
+        limits_from(args, problem.spec.limits),
+        out,
+        launched=launched,
+        follow_through=getattr(args, "follow_through", None),
+    )
     write_exports(report, gradescope=args.gradescope, junit=args.junit, execution_s=time.monotonic() - started)
     print_report(report, out / "report.json")
     if replaced:
-        print(f"replaced the class report in {out}; {problem.id}'s summary.csv and index.html show the new grade "
-              "after the next grade-all")
+        print(
+            f"replaced the class report in {out}; {problem.id}'s summary.csv and index.html show the new grade "
+            "after the next grade-all"
+        )
     return exit_code([report], args.fail_under, import_fails=True)
 
 
@@ -183,8 +223,9 @@ IMPORT_FAILURES = (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRA
 def exit_code(reports: list[Report], fail_under: float | None = None, import_fails: bool = False) -> ExitCode:
     """The most serious outcome first: a judge error, then (for `grade`) a file that did not import, then a score
     below `fail_under`."""
-    judge_failed = any(r.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in r.checks())
-                       for r in reports)
+    judge_failed = any(
+        r.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in r.checks()) for r in reports
+    )
     if judge_failed:
         return ExitCode.JUDGE_ERROR
     if import_fails and any(r.status in IMPORT_FAILURES for r in reports):
@@ -194,9 +235,16 @@ def exit_code(reports: list[Report], fail_under: float | None = None, import_fai
     return ExitCode.OK
 
 
-def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int,
-               out_of: Callable[[Path], Path] | None = None, progress: Callable[[Report], None] | None = None,
-               follow_through: bool | None = None) -> list[Report]:
+def grade_many(
+    problem: Problem,
+    files: list[Path],
+    seed: int,
+    limits: Limits,
+    jobs: int,
+    out_of: Callable[[Path], Path] | None = None,
+    progress: Callable[[Report], None] | None = None,
+    follow_through: bool | None = None,
+) -> list[Report]:
     """One report per file, in order, whatever any file does: see `grade_into`."""
     zygote, plot_server = None, None
     try:
@@ -215,8 +263,18 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
 
     def one(file: Path) -> Report:
         out = out_of(file) if out_of else None
-        report = grade_into(problem, file, seed, limits, out, expectations, inputs, zygote,
-                            follow_through=follow_through, plot_server=plot_server)
+        report = grade_into(
+            problem,
+            file,
+            seed,
+            limits,
+            out,
+            expectations,
+            inputs,
+            zygote,
+            follow_through=follow_through,
+            plot_server=plot_server,
+        )
         _advance(progress, report)
         return report
 
@@ -229,8 +287,14 @@ def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, j
                 process.close()
 
 
-def _contained(problem: Problem, file: Path, seed: int, exc: Exception, out_of: Callable[[Path], Path] | None,
-               progress: Callable[[Report], None] | None) -> Report:
+def _contained(
+    problem: Problem,
+    file: Path,
+    seed: int,
+    exc: Exception,
+    out_of: Callable[[Path], Path] | None,
+    progress: Callable[[Report], None] | None,
+) -> Report:
     tell_instructor(file, exc)
     report = judge_error_report(problem, file, seed, exc, _command(problem, file, seed))
     if out_of is not None:
@@ -253,8 +317,17 @@ def write_summary(reports: list[Report], path: Path) -> None:
     for r in sorted(reports, key=lambda r: r.submission):
         tiers = {t.tier: t.score for t in r.tiers}
         top = r.diagnosis[0].id if r.diagnosis else ""
-        rows.append([csv_cell(r.submission), csv_cell(r.status), f"{r.score:g}", f"{r.max_score:g}",
-                     *(f"{tiers.get(t, 0):g}" for t in TIERS), f"{r.duration_s:.2f}", top])
+        rows.append(
+            [
+                csv_cell(r.submission),
+                csv_cell(r.status),
+                f"{r.score:g}",
+                f"{r.max_score:g}",
+                *(f"{tiers.get(t, 0):g}" for t in TIERS),
+                f"{r.duration_s:.2f}",
+                top,
+            ]
+        )
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     write_atomic(path, buffer.getvalue())
@@ -295,9 +368,16 @@ def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
             return ExitCode.OK
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
     with grading_progress(len(files)) as progress:
-        reports = grade_many(problem, files, seed, limits_from(args, problem.spec.limits), args.jobs,
-                             out_of=lambda f: out / submission_folder(f.name), progress=progress,
-                             follow_through=getattr(args, "follow_through", None))
+        reports = grade_many(
+            problem,
+            files,
+            seed,
+            limits_from(args, problem.spec.limits),
+            args.jobs,
+            out_of=lambda f: out / submission_folder(f.name),
+            progress=progress,
+            follow_through=getattr(args, "follow_through", None),
+        )
     if args.junit is not None:
         write_atomic(args.junit, class_junit_xml(reports))
     if shard is not None:
@@ -313,9 +393,13 @@ def _finish_class(reports: list[Report], out: Path, folders: Sequence[str]) -> E
     Each is written whatever happened to the others; `folders[i]` holds `reports[i]`'s pages."""
     summary = out / "summary.csv"
     dashboard: list[Path] = []
-    failed = _each([lambda: write_summary(reports, summary),
-                    lambda: dashboard.append(write_dashboard(reports, out, folders)),
-                    lambda: print_class_table(reports, summary, dashboard[0] if dashboard else None)])
+    failed = _each(
+        [
+            lambda: write_summary(reports, summary),
+            lambda: dashboard.append(write_dashboard(reports, out, folders)),
+            lambda: print_class_table(reports, summary, dashboard[0] if dashboard else None),
+        ]
+    )
     return ExitCode.JUDGE_ERROR if failed else exit_code(reports)
 
 
@@ -350,8 +434,12 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
     out = args.out or artifacts_dir() / "previews" / problem.id
     key, stamp = previews_key(problem), out / PREVIEW_STAMP
     files = [plot.file for plot in problem.spec.plots]
-    if (not args.force and stamp.is_file() and stamp.read_text() == key
-            and all((out / file).is_file() for file in files)):
+    if (
+        not args.force
+        and stamp.is_file()
+        and stamp.read_text() == key
+        and all((out / file).is_file() for file in files)
+    ):
         print(f"previews in {out} are up to date: {', '.join(files)}")
         return ExitCode.OK
     stamp.unlink(missing_ok=True)
@@ -365,8 +453,7 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
 
 def cmd_validate(args: argparse.Namespace) -> ExitCode:
     problem = Problem(args.problem)
-    ok = run_validation(problem, lambda files, seed: grade_many(
-        problem, files, seed, problem.spec.limits, args.jobs))
+    ok = run_validation(problem, lambda files, seed: grade_many(problem, files, seed, problem.spec.limits, args.jobs))
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
 
 

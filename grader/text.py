@@ -95,8 +95,7 @@ def submission_folder(name: str) -> str:
     whichever slice of a class (a shard) they are graded in.
     """
     stem = name.removesuffix(".py")
-    if (stem != name and _SAFE_STEM.fullmatch(stem) and not _HASHED.fullmatch(stem)
-            and stem.lower() not in RESERVED):
+    if stem != name and _SAFE_STEM.fullmatch(stem) and not _HASHED.fullmatch(stem) and stem.lower() not in RESERVED:
         return stem
     readable = re.sub(r"[^\w-]+", "_", _SURROGATE.sub("_", name.removesuffix(".py"))).strip("_-")[:40]
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]  # 64 bits: no learner can aim at another's slug

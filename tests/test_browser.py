@@ -18,9 +18,19 @@ from conftest import PROBLEM, SUBMISSIONS, Batch
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 REQUIRE_ENV = "PAPERLEET_REQUIRE_BROWSER"
-FLAGS = ("--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage", "--disable-extensions",
-         "--mute-audio", "--window-size=1280,1000", "--remote-debugging-pipe")
+FLAGS = (
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--mute-audio",
+    "--window-size=1280,1000",
+    "--remote-debugging-pipe",
+)
 
 pytestmark = pytest.mark.browser
 # Puts the pipe ends on fds 3 and 4, where --remote-debugging-pipe expects them, then becomes Chromium.
@@ -33,7 +43,7 @@ os.execv(sys.argv[3], sys.argv[3:])
 """
 
 PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold]'
-HOSTILE = f'''
+HOSTILE = f"""
 import sys
 
 PAYLOAD = {PAYLOAD!r}
@@ -47,7 +57,7 @@ def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
 
 def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
     raise RuntimeError(PAYLOAD)
-'''
+"""
 
 
 class BrowserError(Exception):
@@ -61,10 +71,13 @@ class Chromium:
         to_browser, self._to_browser = os.pipe()
         self._from_browser, from_browser = os.pipe()
         flags = [*FLAGS, f"--user-data-dir={profile}"] + (["--no-sandbox"] if os.geteuid() == 0 else [])
-        self._process = subprocess.Popen([sys.executable, "-c", TRAMPOLINE, str(to_browser), str(from_browser),
-                                          binary, *flags],
-                                         pass_fds=(to_browser, from_browser), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", TRAMPOLINE, str(to_browser), str(from_browser), binary, *flags],
+            pass_fds=(to_browser, from_browser),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         os.close(to_browser)
         os.close(from_browser)
         self._buffer = b""
@@ -90,8 +103,9 @@ class Chromium:
         message, _, self._buffer = self._buffer.partition(b"\0")
         return json.loads(message)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-             timeout: float = 30) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -152,26 +166,36 @@ class Tab:
         self.browser.wait_for("Page.loadEventFired", self.session)
 
     def js(self, expression: str) -> Any:
-        reply = self.browser.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                       "awaitPromise": True}, self.session)
+        reply = self.browser.call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, self.session
+        )
         if "exceptionDetails" in reply:
             raise BrowserError(f"{expression}: {reply['exceptionDetails']}")
         return reply["result"].get("value")
 
     def click(self, selector: str) -> None:
         """A real left click at the element's centre, so what covers it or ignores clicks is caught too."""
-        box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
-                      "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
-                      "return {x: r.x + r.width / 2, y: r.y + r.height / 2}; })()")
+        box = self.js(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            "return {x: r.x + r.width / 2, y: r.y + r.height / 2}; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            self.browser.call("Input.dispatchMouseEvent", {"type": kind, "x": box["x"], "y": box["y"],
-                                                           "button": "left", "clickCount": 1}, self.session)
+            self.browser.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box["x"], "y": box["y"], "button": "left", "clickCount": 1},
+                self.session,
+            )
 
     def external_requests(self) -> list[str]:
         """Every URL this tab asked for that is neither a local file nor inline data."""
-        return [event["params"]["request"]["url"] for event in self.browser.events
-                if event.get("sessionId") == self.session and event.get("method") == "Network.requestWillBeSent"
-                and not event["params"]["request"]["url"].startswith(("file:", "data:"))]
+        return [
+            event["params"]["request"]["url"]
+            for event in self.browser.events
+            if event.get("sessionId") == self.session
+            and event.get("method") == "Network.requestWillBeSent"
+            and not event["params"]["request"]["url"].startswith(("file:", "data:"))
+        ]
 
     def errors(self) -> list[str]:
         """Console errors, uncaught exceptions and policy violations this tab reported."""
@@ -241,12 +265,14 @@ def test_dashboard_lists_every_submission_and_sorts(browser: Chromium, submissio
     assert tab.js(rows) == sorted(shown, key=score.__getitem__)
     tab.click("#submissions thead th:nth-child(3)")  # again: descending
     assert tab.js(rows) == sorted(sorted(shown, key=score.__getitem__), key=score.__getitem__, reverse=True)
-    assert tab.js("document.querySelector('#submissions thead th:nth-child(3)').getAttribute('aria-sort')") \
-        == "descending"
+    assert (
+        tab.js("document.querySelector('#submissions thead th:nth-child(3)').getAttribute('aria-sort')") == "descending"
+    )
     tab.click("#submissions thead th:nth-child(1)")  # back to names, ascending
     assert tab.js(rows) == shown
-    assert tab.js("Array.from(document.querySelectorAll('svg.hist g')).reduce((n, g) => n + +g.dataset.count, 0)") \
-        == len(shown)
+    assert tab.js(
+        "Array.from(document.querySelectorAll('svg.hist g')).reduce((n, g) => n + +g.dataset.count, 0)"
+    ) == len(shown)
     assert tab.js("document.querySelectorAll('#failed-checks a').length") > 0
     assert tab.errors() == [] and tab.external_requests() == []
 
@@ -264,15 +290,18 @@ def test_dashboard_links_open_the_reports(browser: Chromium, submission_batch: B
 def test_the_console_watch_sees_errors(browser: Chromium, tmp_path: Path) -> None:
     """Guards the other tests: a page that breaks its policy and throws must not pass as clean."""
     page = tmp_path / "broken.html"
-    page.write_text("<!DOCTYPE html><meta http-equiv='Content-Security-Policy' content=\"script-src 'none'\">"
-                    "<script>console.error('blocked')</script><img src='https://example.invalid/x.png'>")
+    page.write_text(
+        "<!DOCTYPE html><meta http-equiv='Content-Security-Policy' content=\"script-src 'none'\">"
+        "<script>console.error('blocked')</script><img src='https://example.invalid/x.png'>"
+    )
     tab = browser.open(page)
     assert tab.errors(), "a blocked inline script should be reported as a console error"
 
 
 @pytest.mark.parametrize("stem", ["alice_loops", "frank_starter"])
-def test_report_page_shows_every_check_and_loads_its_images(browser: Chromium, submission_batch: Batch,
-                                                             stem: str) -> None:
+def test_report_page_shows_every_check_and_loads_its_images(
+    browser: Chromium, submission_batch: Batch, stem: str
+) -> None:
     report = submission_batch.reports[stem]
     tab = browser.open(submission_batch.out / stem / "report.html")
     check_ids = tab.js("Array.from(document.querySelectorAll('table.checks tbody tr')).map(r => r.id)")

@@ -57,14 +57,19 @@ def _drawn(call: Call) -> bool:
 def _tensors_differ(a: Call, b: Call) -> bool:
     if a.function != b.function or set(a.kwargs) != set(b.kwargs):
         return True
-    return any(_fingerprint(a.kwargs[name]) != _fingerprint(b.kwargs[name]) for name in a.kwargs
-               if isinstance(a.kwargs[name], torch.Tensor) or isinstance(b.kwargs[name], torch.Tensor))
+    return any(
+        _fingerprint(a.kwargs[name]) != _fingerprint(b.kwargs[name])
+        for name in a.kwargs
+        if isinstance(a.kwargs[name], torch.Tensor) or isinstance(b.kwargs[name], torch.Tensor)
+    )
 
 
 def _both_seeds(problem: Problem, name: str) -> tuple[list[Call], list[Call]]:
     generator = problem.case_generator(name)
-    return (generator(generator_for(problem.spec.public_seed, name)),
-            generator(generator_for(problem.grading_seeds[0], name)))
+    return (
+        generator(generator_for(problem.spec.public_seed, name)),
+        generator(generator_for(problem.grading_seeds[0], name)),
+    )
 
 
 def _every_generator() -> Iterator[tuple[str, str]]:
@@ -83,8 +88,11 @@ def test_every_call_changes_some_tensor_with_the_seed(problem_id: str, name: str
     problem = Problem(problem_id)
     public, graded = _both_seeds(problem, name)
     assert public and graded
-    same = [f"call {i}: {b.label}" for i, (a, b) in enumerate(zip(public, graded, strict=False))
-            if _drawn(b) and not _tensors_differ(a, b)]
+    same = [
+        f"call {i}: {b.label}"
+        for i, (a, b) in enumerate(zip(public, graded, strict=False))
+        if _drawn(b) and not _tensors_differ(a, b)
+    ]
     assert not same, "inputs identical under both seeds:\n" + "\n".join(same)
     for calls in (public, graded):
         for call in (c for c in calls if not _drawn(c)):
@@ -112,9 +120,12 @@ def test_which_calls_must_raise_changes_with_the_seed(problem_id: str) -> None:
         patterns = []
         for calls in _both_seeds(problem, check.cases):
             functions = problem.oracle if check.expected == "oracle" else problem.reference
-            patterns.append([
-                "raised" in observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
-                for c in calls])
+            patterns.append(
+                [
+                    "raised" in observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
+                    for c in calls
+                ]
+            )
         public, graded = patterns
         assert any(public) and not all(public), f"{check.id}: must hold calls that raise and calls that do not"
         assert public != graded, f"{check.id}: the calls that must raise sit at the same positions under both seeds"
@@ -278,22 +289,24 @@ def replay_source(problem: Problem) -> str:
 
 def _shapes(observation: dict[str, Any]) -> Any:
     """The form of an observation: raised, or the shape and dtype of every output tensor."""
+
     def form(desc: dict[str, Any]) -> Any:
         if desc["kind"] == "tensor":
             return (tuple(desc["value"].shape), desc["value"].dtype)
         return tuple(form(item) for item in desc.get("items", [])) or desc["kind"]
+
     return "raised" if "raised" in observation else form(observation["output"])
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_no_graded_group_can_be_answered_from_the_pack(problem_id: str, monkeypatch: pytest.MonkeyPatch,
-                                                        tmp_path: Path) -> None:
+def test_no_graded_group_can_be_answered_from_the_pack(
+    problem_id: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Whatever call a replay picks, no group of a T1-T3 check under the grading seed passes with answers copied
     from the learner pack: each holds a call that no public observation answers."""
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path))  # never the repository's own cache
     problem = Problem(problem_id)
-    shown = {function: [entry["expected"] for entry in entries]
-             for function, entries in pack_answers(problem).items()}
+    shown = {function: [entry["expected"] for entry in entries] for function, entries in pack_answers(problem).items()}
     expectations = Expectations(problem, problem.grading_seeds[0], use_cache=False)
     tolerances = problem.tolerances
     copied = []
@@ -304,9 +317,14 @@ def test_no_graded_group_can_be_answered_from_the_pack(problem_id: str, monkeypa
         for index, call in enumerate(expectations.cases(check.cases)):
             want = expectations.observation(check.expected, check.cases, index)
             unchanged = {name: v for name, v in call.kwargs.items() if isinstance(v, torch.Tensor)}
-            answered = any(judge_case(call.function, call.kwargs, {**old, "inputs_after": unchanged}, want,
-                                      check.compare, tolerances).verdict == Verdict.PASS
-                           for old in shown.get(call.function, []) if _shapes(old) == _shapes(want))
+            answered = any(
+                judge_case(
+                    call.function, call.kwargs, {**old, "inputs_after": unchanged}, want, check.compare, tolerances
+                ).verdict
+                == Verdict.PASS
+                for old in shown.get(call.function, [])
+                if _shapes(old) == _shapes(want)
+            )
             groups.setdefault(index if call.group is None else call.group, []).append((answered, call.label))
         copied += [f"{check.id}: {group[0][1]}" for group in groups.values() if all(a for a, _ in group)]
     assert not copied, "groups whose every answer a public observation gives:\n" + "\n".join(copied)
@@ -318,8 +336,12 @@ def graded_score(report: Report) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_replaying_the_learner_pack_earns_no_more_than_zeros(problem_id: str, proofs, tmp_path: Path,  # noqa: F811
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replaying_the_learner_pack_earns_no_more_than_zeros(
+    problem_id: str,
+    proofs,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Graded as `grade-all` grades, beside the problem's known-wrong solutions (one zygote, one set of
     expectations for the whole problem)."""
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # never the repository's own cache

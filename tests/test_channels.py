@@ -33,22 +33,43 @@ HOSTILE = Path(__file__).resolve().parent / "hostile"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to grant namespaces and slot uids")
 BATCH = ("channel_a_writer", "channel_b_reader", "honest_zeros", "honest_correct")
 # what the writer tries to leave in a kernel object; each attempt must be refused
-KERNEL_OBJECTS = ("keyring_user", "keyring_user_session", "keyring_session", "keyring_process", "keyring_thread",
-                  "keyring_persistent", "sysv_shm", "sysv_msg", "sysv_sem", "posix_mq", "hostname")
+KERNEL_OBJECTS = (
+    "keyring_user",
+    "keyring_user_session",
+    "keyring_session",
+    "keyring_process",
+    "keyring_thread",
+    "keyring_persistent",
+    "sysv_shm",
+    "sysv_msg",
+    "sysv_sem",
+    "posix_mq",
+    "hostname",
+)
 # where the writer's attempts must succeed, inside its own box: the reader finding nothing there is containment,
 # not a failed write
-BOX_FILES = ("file /tmp/paperleet-hostile-channel", "file /dev/shm/paperleet-hostile-channel",
-             "file /scratch/paperleet-hostile-channel")
+BOX_FILES = (
+    "file /tmp/paperleet-hostile-channel",
+    "file /dev/shm/paperleet-hostile-channel",
+    "file /scratch/paperleet-hostile-channel",
+)
 MARKER_VARIABLE = "PAPERLEET_JUDGE_ONLY_MARKER"
 
 
-def _cli(cli_env: dict[str, str], *args: str | Path, level: Level | None = None,
-         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(
+    cli_env: dict[str, str], *args: str | Path, level: Level | None = None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**cli_env, **(extra_env or {})}
     if level is not None:
         env["PAPERLEET_ISOLATION"] = level
-    return subprocess.run([sys.executable, "-m", "grader", *map(str, args)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def _reports(out: Path) -> dict[str, dict[str, Any]]:
@@ -64,10 +85,14 @@ def _printed(report: dict[str, Any], prefix: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the writer and the reader
 
 
-@pytest.fixture(scope="module", params=[("namespaces+uid", 1), ("namespaces+uid", 2), ("user-namespace", 2)],
-                ids=lambda p: f"{p[0]}-jobs{p[1]}")
-def channel_batch(request: pytest.FixtureRequest, cli_env: dict[str, str],
-                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(
+    scope="module",
+    params=[("namespaces+uid", 1), ("namespaces+uid", 2), ("user-namespace", 2)],
+    ids=lambda p: f"{p[0]}-jobs{p[1]}",
+)
+def channel_batch(
+    request: pytest.FixtureRequest, cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """The writer, the reader and their honest twins graded in one `grade-all` at one level."""
     if os.geteuid() != 0:
         pytest.skip("needs root to choose the isolation level")
@@ -77,8 +102,21 @@ def channel_batch(request: pytest.FixtureRequest, cli_env: dict[str, str],
     folder.mkdir()
     for stem in BATCH:
         shutil.copyfile(HOSTILE / f"{stem}.py", folder / f"{stem}.py")
-    result = _cli(cli_env, "grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", base / "out",
-                  "--jobs", str(jobs), "--import-timeout", "30", level=level)
+    result = _cli(
+        cli_env,
+        "grade-all",
+        "--problem",
+        PROBLEM,
+        "--submissions",
+        folder,
+        "--out",
+        base / "out",
+        "--jobs",
+        str(jobs),
+        "--import-timeout",
+        "30",
+        level=level,
+    )
     return {"result": result, "reports": _reports(base / "out"), "level": level}
 
 
@@ -140,7 +178,7 @@ def _running_as(uid: int) -> bool:
 
 # Imported as a submission: reports its environment and every match of the marker's pattern in its own
 # writable memory. The pattern cannot match its own text; the control, built at run time, shows the scan works.
-ENV_PROBE = r'''
+ENV_PROBE = r"""
 import ctypes, json, os, re
 
 PATTERN = re.compile(rb"JUDGE_ONLY_[0-9a-f]{32}")
@@ -164,7 +202,7 @@ except OSError as exc:
     environ = exc.strerror
 print("ENV " + json.dumps({"control": CONTROL in found, "matches": sorted(m.decode() for m in found - {CONTROL}),
                            "environ": environ, "os_environ": dict(os.environ)}), flush=True)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -178,10 +216,22 @@ def judge_marker_reports(cli_env: dict[str, str], tmp_path_factory: pytest.TempP
     for name in ("env_probe.py", "env_probe_twin.py"):
         (folder / name).write_text(ENV_PROBE)
     marked = {MARKER_VARIABLE: marker}
-    batch = _cli(cli_env, "grade-all", "--problem", PROBLEM, "--submissions", folder, "--out", base / "batch",
-                 "--jobs", "2", extra_env=marked)
-    alone = _cli(cli_env, "grade", folder / "env_probe.py", "--problem", PROBLEM, "--out", base / "alone",
-                 extra_env=marked)
+    batch = _cli(
+        cli_env,
+        "grade-all",
+        "--problem",
+        PROBLEM,
+        "--submissions",
+        folder,
+        "--out",
+        base / "batch",
+        "--jobs",
+        "2",
+        extra_env=marked,
+    )
+    alone = _cli(
+        cli_env, "grade", folder / "env_probe.py", "--problem", PROBLEM, "--out", base / "alone", extra_env=marked
+    )
     assert batch.returncode == 0 and alone.returncode == 0, batch.stderr[-2000:] + alone.stderr[-2000:]
     reports = {f"forked {stem}": report for stem, report in _reports(base / "batch").items()}
     reports["exec'd env_probe"] = json.loads((base / "alone" / "report.json").read_text())
@@ -189,8 +239,7 @@ def judge_marker_reports(cli_env: dict[str, str], tmp_path_factory: pytest.TempP
 
 
 @pytest.mark.parametrize("which", ["forked env_probe", "forked env_probe_twin", "exec'd env_probe"])
-def test_no_worker_holds_a_string_of_the_judges_environment(judge_marker_reports: dict[str, Any],
-                                                           which: str) -> None:
+def test_no_worker_holds_a_string_of_the_judges_environment(judge_marker_reports: dict[str, Any], which: str) -> None:
     seen = _printed(judge_marker_reports["reports"][which], "ENV ")
     assert seen["control"], "the memory scan missed the control it planted"
     assert seen["matches"] == []
@@ -218,12 +267,23 @@ def _as_uid(uid: int, action: str) -> int:
             calls = seccomp.numbers(os.uname().machine)
             if action == "plant":
                 payload = b"def masked_is_weights(*args): ..."
-                result = libc.syscall(ctypes.c_long(calls["add_key"]), b"user", b"paperleet-planted", payload,
-                                      ctypes.c_size_t(len(payload)), ctypes.c_long(KEY_SPEC_USER_KEYRING))
+                result = libc.syscall(
+                    ctypes.c_long(calls["add_key"]),
+                    b"user",
+                    b"paperleet-planted",
+                    payload,
+                    ctypes.c_size_t(len(payload)),
+                    ctypes.c_long(KEY_SPEC_USER_KEYRING),
+                )
             else:
-                result = libc.syscall(ctypes.c_long(calls["keyctl"]), ctypes.c_long(KEYCTL_SEARCH),
-                                      ctypes.c_long(KEY_SPEC_USER_KEYRING), b"user", b"paperleet-planted",
-                                      ctypes.c_long(0))
+                result = libc.syscall(
+                    ctypes.c_long(calls["keyctl"]),
+                    ctypes.c_long(KEYCTL_SEARCH),
+                    ctypes.c_long(KEY_SPEC_USER_KEYRING),
+                    b"user",
+                    b"paperleet-planted",
+                    ctypes.c_long(0),
+                )
             os._exit(0 if result >= 0 else 1)
         finally:
             os._exit(2)
@@ -232,8 +292,7 @@ def _as_uid(uid: int, action: str) -> int:
 
 @ROOT_ONLY
 @pytest.mark.parametrize("level", ["namespaces+uid", "limits-only"])
-def test_a_key_left_in_a_slot_uids_keyring_is_gone_when_the_slot_is_next_used(level: Level,
-                                                                             tmp_path: Path) -> None:
+def test_a_key_left_in_a_slot_uids_keyring_is_gone_when_the_slot_is_next_used(level: Level, tmp_path: Path) -> None:
     submission = tmp_path / "zeros.py"
     shutil.copyfile(HOSTILE / "honest_zeros.py", submission)
     slot = Slot()

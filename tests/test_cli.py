@@ -48,8 +48,9 @@ def run_main(capsys: pytest.CaptureFixture[str]):
 def _without_timings(value: Any) -> Any:
     """A report with every timing zeroed, output lines sorted and the worker slot's uid left out."""
     if isinstance(value, dict):
-        clean: dict[str, Any] = {k: 0.0 if k in TIMING_KEYS else _without_timings(v) for k, v in value.items()
-                                 if k not in DROPPED_KEYS}
+        clean: dict[str, Any] = {
+            k: 0.0 if k in TIMING_KEYS else _without_timings(v) for k, v in value.items() if k not in DROPPED_KEYS
+        }
         if isinstance(clean.get("isolation"), dict):
             clean["isolation"]["uid"] = None  # one uid per concurrent slot, whichever was free
         for stream in ("stdout", "stderr"):
@@ -75,12 +76,15 @@ def test_summary_has_one_row_per_file(sample_batch: Batch, sample_folder: Path) 
         assert (row["status"], float(row["score"])) == (report["status"], report["score"])
 
 
-@pytest.mark.parametrize(("name", "status"), [
-    ("hostile_exit_at_import", Status.IMPORT_CRASHED),
-    ("hostile_sys_exit_at_import", Status.IMPORT_ERROR),
-    ("hostile_hang_at_import", Status.IMPORT_TIMEOUT),
-    ("broken_syntax", Status.IMPORT_ERROR),
-])
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [
+        ("hostile_exit_at_import", Status.IMPORT_CRASHED),
+        ("hostile_sys_exit_at_import", Status.IMPORT_ERROR),
+        ("hostile_hang_at_import", Status.IMPORT_TIMEOUT),
+        ("broken_syntax", Status.IMPORT_ERROR),
+    ],
+)
 def test_failed_import_skips_every_check(sample_batch: Batch, name: str, status: Status) -> None:
     report = sample_batch.reports[name]
     assert report["status"] == status
@@ -160,10 +164,12 @@ def _verdicts(report: dict[str, Any]) -> dict[str, str]:
     return {check_id: check["verdict"] for check_id, check in checks_of(report).items()}
 
 
-def test_same_file_graded_twice_gives_the_same_report(run_cli, sample_batch: Batch, sample_folder: Path,
-                                                      tmp_path: Path) -> None:
-    result = run_cli("grade", sample_folder / "correct_compact.py", "--problem", PROBLEM, "--out", tmp_path,
-                     *SMALL_LIMITS)
+def test_same_file_graded_twice_gives_the_same_report(
+    run_cli, sample_batch: Batch, sample_folder: Path, tmp_path: Path
+) -> None:
+    result = run_cli(
+        "grade", sample_folder / "correct_compact.py", "--problem", PROBLEM, "--out", tmp_path, *SMALL_LIMITS
+    )
     assert result.returncode == ExitCode.OK, result.stderr
     again = json.loads((tmp_path / "report.json").read_text())
     assert _without_timings(again) == _without_timings(sample_batch.reports["correct_compact"])
@@ -202,8 +208,16 @@ def test_help_documents_the_exit_codes(run_cli) -> None:
 # ---------------------------------------------------------------------------------------------- usage errors
 
 
-@pytest.mark.parametrize("args", [["grade"], ["grade", "x.py"], ["grade-all", "--problem", PROBLEM, "--jobs", "abc"],
-                                  ["grade", "x.py", "--problem", PROBLEM, "--fail-under", "lots"], ["no-such-command"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["grade"],
+        ["grade", "x.py"],
+        ["grade-all", "--problem", PROBLEM, "--jobs", "abc"],
+        ["grade", "x.py", "--problem", PROBLEM, "--fail-under", "lots"],
+        ["no-such-command"],
+    ],
+)
 def test_argparse_errors_exit_with_the_usage_code(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(args)
@@ -213,8 +227,18 @@ def test_argparse_errors_exit_with_the_usage_code(args: list[str], capsys: pytes
 
 def test_bad_limits_are_one_line_usage_errors(run_main, tmp_path: Path) -> None:
     (tmp_path / "solution.py").write_text("")
-    code, err = run_main("grade", tmp_path / "solution.py", "--problem", PROBLEM, "--call-timeout", "-1",
-                         "--memory-mb", "10", "--out", tmp_path / "out")
+    code, err = run_main(
+        "grade",
+        tmp_path / "solution.py",
+        "--problem",
+        PROBLEM,
+        "--call-timeout",
+        "-1",
+        "--memory-mb",
+        "10",
+        "--out",
+        tmp_path / "out",
+    )
     assert code == ExitCode.USAGE
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "judge error" not in err
     assert "--call-timeout -1" in err and "--memory-mb 10" in err
@@ -238,8 +262,14 @@ def test_a_python_without_the_grader_packages_gets_a_one_line_hint(tmp_path: Pat
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "grader", "grade", "submissions/x.py", "--problem",
-                           PROBLEM], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "grader", "grade", "submissions/x.py", "--problem", PROBLEM],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == ExitCode.USAGE, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert ".venv/bin/python -m grader" in done.stderr and "make setup" in done.stderr
@@ -265,8 +295,17 @@ def test_exit_codes_for_import_failures_and_fail_under(sample_batch: Batch) -> N
 
 def test_a_file_that_does_not_import_fails_grade_and_its_junit(run_cli, tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text(SYNTAX_ERROR)
-    result = run_cli("grade", tmp_path / "broken.py", "--problem", PROBLEM, "--out", tmp_path / "out",
-                     "--junit", tmp_path / "junit.xml", *SMALL_LIMITS)
+    result = run_cli(
+        "grade",
+        tmp_path / "broken.py",
+        "--problem",
+        PROBLEM,
+        "--out",
+        tmp_path / "out",
+        "--junit",
+        tmp_path / "junit.xml",
+        *SMALL_LIMITS,
+    )
     assert result.returncode == ExitCode.IMPORT_FAILED, result.stderr
     root = ET.fromstring((tmp_path / "junit.xml").read_text())
     assert int(root.get("errors", -1)) == int(root.get("tests", -1)) > 0 and not list(root.iter("skipped"))
@@ -276,7 +315,8 @@ def test_a_file_that_does_not_import_fails_grade_and_its_junit(run_cli, tmp_path
 
 
 def test_grade_all_takes_python_files_in_any_case_and_names_what_it_skips(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for name in ("ada.py", "BEN.PY", "._ada.py", "notes.txt"):
         (tmp_path / name).write_text("")
     (tmp_path / "__pycache__").mkdir()
@@ -310,8 +350,9 @@ def test_a_file_from_elsewhere_never_replaces_a_class_report(outside_grade) -> N
     assert str(out / "report.json") in result.stdout.replace("\n", "")
 
 
-def test_the_printed_command_reproduces_the_grade_from_the_project_root(outside_grade, cli_env: dict[str, str],
-                                                                        tmp_path: Path) -> None:
+def test_the_printed_command_reproduces_the_grade_from_the_project_root(
+    outside_grade, cli_env: dict[str, str], tmp_path: Path
+) -> None:
     _, out = outside_grade
     report = json.loads((out / "report.json").read_text())
     command = shlex.split(report["command"])
@@ -319,17 +360,20 @@ def test_the_printed_command_reproduces_the_grade_from_the_project_root(outside_
     python = ROOT / ".venv" / "bin" / "python"
     if not python.exists():
         pytest.skip("no .venv in the project root (`make setup` makes it)")
-    again = subprocess.run([*command, "--out", str(tmp_path / "again")], cwd=ROOT, env=cli_env,
-                           capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [*command, "--out", str(tmp_path / "again")], cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == ExitCode.OK, again.stderr
     assert json.loads((tmp_path / "again" / "report.json").read_text())["score"] == report["score"]
 
 
-def test_reproduce_commands_are_relative_to_the_project_root(monkeypatch: pytest.MonkeyPatch,
-                                                             submission_batch: Batch) -> None:
+def test_reproduce_commands_are_relative_to_the_project_root(
+    monkeypatch: pytest.MonkeyPatch, submission_batch: Batch
+) -> None:
     monkeypatch.chdir(ROOT / "tests")
     assert reproduce_command(PROBLEM, Path("samples/x.py"), 7) == (
-        f".venv/bin/python -m grader grade tests/samples/x.py --problem {PROBLEM} --seed 7")
+        f".venv/bin/python -m grader grade tests/samples/x.py --problem {PROBLEM} --seed 7"
+    )
     for stem, report in submission_batch.reports.items():
         assert f" submissions/{PROBLEM}/{stem}.py " in report["command"], report["command"]
         assert report["command"].startswith(".venv/bin/python -m grader grade ")
@@ -377,7 +421,7 @@ def test_report_page_has_no_dangling_colon(sample_batch: Batch, name: str) -> No
 
 def test_report_page_opens_with_what_failed(sample_batch: Batch) -> None:
     page = _page(sample_batch.reports["hostile_segfault_in_call"])
-    summary = page[page.index('id="summary"'):page.index("<h2>Tiers")]
+    summary = page[page.index('id="summary"') : page.index("<h2>Tiers")]
     assert "What failed" in summary and 'href="#check-weights_contract"' in summary and "crashed" in summary
     assert "signatures" not in summary
     assert "Every check passed" in _page(sample_batch.reports["correct_compact"])
@@ -402,12 +446,12 @@ def test_report_page_scores_are_rounded_once(sample_batch: Batch) -> None:
 
 def test_readme_leads_learners_to_the_learner_pack() -> None:
     readme = (ROOT / "README.md").read_text()
-    learners = readme[readme.index("## For learners"):readme.index("## For graders")]
+    learners = readme[readme.index("## For learners") : readme.index("## For graders")]
     assert "learner pack" in learners and "python check my_solution.py" in learners
     assert "cp problems/" not in learners and "reference/" not in learners
     assert "paperleet" in readme and "TORCH=cuda" in readme
     exports = (ROOT / "docs" / "exports.md").read_text()
-    caveat = exports[exports.index("Keep the virtual environment out of `/tmp`"):]
+    caveat = exports[exports.index("Keep the virtual environment out of `/tmp`") :]
     assert "namespaces+uid" in caveat[:400] and "limits-only" in caveat[:400]
 
 
@@ -416,8 +460,9 @@ def test_readme_leads_learners_to_the_learner_pack() -> None:
 
 def _make(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        ["make", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_make_setup_installs_the_cpu_build_from_pytorchs_index(tmp_path: Path) -> None:
@@ -459,8 +504,9 @@ def test_make_torch_falls_back_quickly_when_pytorchs_index_is_out_of_reach(scrat
     started = time.monotonic()
     done = _make("torch", f"VENV={scratch_venv}", f"TORCH_INDEX=http://127.0.0.1:{_free_port()}/whl/cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^setup: .* is out of reach; installing torch 2.13.0 from the configured index$", done.stdout,
-                     re.MULTILINE)
+    assert re.search(
+        r"^setup: .* is out of reach; installing torch 2.13.0 from the configured index$", done.stdout, re.MULTILINE
+    )
     assert time.monotonic() - started < 60
 
 

@@ -111,8 +111,9 @@ def test_without_evidence_the_answer_is_the_same() -> None:
     specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-300], dtype=torch.float64)
     for trial in range(300):
         want = torch.randn(4, 5, generator=g, dtype=torch.float64)
-        got = want + torch.randn(4, 5, generator=g, dtype=torch.float64) * 10.0 ** -int(torch.randint(3, 12, (1,),
-                                                                                                       generator=g))
+        got = want + torch.randn(4, 5, generator=g, dtype=torch.float64) * 10.0 ** -int(
+            torch.randint(3, 12, (1,), generator=g)
+        )
         if trial % 3 == 0:
             where = torch.randint(0, 20, (3,), generator=g)
             got.view(-1)[where] = specials[torch.randint(0, 6, (3,), generator=g)]

@@ -89,8 +89,11 @@ def _no_grads(call: Call) -> dict[str, Any]:
     return dict.fromkeys(call.requires_grad)
 
 
-REFUSED_BACKWARD = {"type": "RuntimeError", "bases": ["RuntimeError", "Exception", "BaseException", "object"],
-                    "message": "element 0 of tensors does not require grad and does not have a grad_fn"}
+REFUSED_BACKWARD = {
+    "type": "RuntimeError",
+    "bases": ["RuntimeError", "Exception", "BaseException", "object"],
+    "message": "element 0 of tensors does not require grad and does not have a grad_fn",
+}
 
 
 def detached_backward_refused(call: Call, want: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +129,7 @@ def _differential(problem: Problem, expectations: Expectations, check: CheckSpec
 
 def _toy_series(problem: Problem, seed: int, forge: Forger) -> dict[str, torch.Tensor]:
     """The toy run on the trusted side, every call of a contract function answered by the forger."""
+
     def observe(call: Call, timeout_s: float) -> dict[str, Any]:
         want = observe_call(problem.reference[call.function], call.kwargs, list(call.requires_grad), call.backward)
         return accept_observation(forge(call, want))
@@ -186,8 +190,11 @@ def test_zeros_earn_nothing_beyond_the_contracts(problem_id: str) -> None:
     """The baseline itself: zeros of the promised shape pass only checks of the shape and dtype of a result."""
     problem, _ = _expectations(problem_id)
     earned = {check: score for check, score in zeros_scores(problem_id).items() if score > 0}
-    shape_only = {c.id for c in problem.spec.checks if c.kind == "differential"
-                  and not {"values", "values_exact", "grads", "raises"} & set(c.compare)}
+    shape_only = {
+        c.id
+        for c in problem.spec.checks
+        if c.kind == "differential" and not {"values", "values_exact", "grads", "raises"} & set(c.compare)
+    }
     assert set(earned) <= shape_only, earned
 
 
@@ -196,8 +203,11 @@ def test_zeros_earn_nothing_beyond_the_contracts(problem_id: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(problem_id: str, proofs,  # noqa: F811
-                                                                         tmp_path: Path) -> None:
+def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(
+    problem_id: str,
+    proofs,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """Graded as `grade-all` grades, beside the problem's known-wrong solutions (one zygote, one set of
     expectations for the whole problem)."""
     proof = proofs(problem_id)

@@ -22,8 +22,12 @@ BATCH = Misconception(id="batch", solution="c.py", owners=["per_group"], explana
 
 
 def test_a_misreading_is_charged_only_where_an_owner_check_sees_it() -> None:
-    failing = [Explained("oracle", ("bessel",)), Explained("oracle", ("bessel",)), Explained("ddof", ("bessel",)),
-               Explained("oracle", ("batch",))]  # batch explains a case, but never in its owner check
+    failing = [
+        Explained("oracle", ("bessel",)),
+        Explained("oracle", ("bessel",)),
+        Explained("ddof", ("bessel",)),
+        Explained("oracle", ("batch",)),
+    ]  # batch explains a case, but never in its owner check
     (finding,) = diagnose(failing, [BATCH, BESSEL])
     assert finding.misconception.id == "bessel"
     assert (finding.cases_explained, finding.cases_failing) == (3, 4)
@@ -43,8 +47,9 @@ def test_follow_through_skips_the_owner() -> None:
 
 
 def _check(check_id: str) -> CheckSpec:
-    return DifferentialCheck(id=check_id, tier="T2", kind="differential", title="t", points=4, cases="c",
-                             compare=["values"])
+    return DifferentialCheck(
+        id=check_id, tier="T2", kind="differential", title="t", points=4, cases="c", compare=["values"]
+    )
 
 
 def _fail(explained: tuple[str, ...] = (), group: str | None = None) -> CaseOutcome:
@@ -65,8 +70,9 @@ def test_follow_through_credits_cases_in_checks_that_do_not_own_the_misreading()
 
 def test_a_group_passes_only_when_every_call_passes_or_is_carried() -> None:
     passed = CaseOutcome("ok", False, Outcome(Verdict.PASS), "g1")
-    tally = Tally([passed, _fail(("bessel",), "g1"), CaseOutcome("ok", False, Outcome(Verdict.PASS), "g2"),
-                   _fail((), "g2")])
+    tally = Tally(
+        [passed, _fail(("bessel",), "g1"), CaseOutcome("ok", False, Outcome(Verdict.PASS), "g2"), _fail((), "g2")]
+    )
     assert tally.result(_check("oracle"), 0.0, {"bessel": BESSEL}).score == 2.0  # g1 carried, g2 not
 
 
@@ -86,18 +92,60 @@ def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
     from grader.outputs.report import CheckResult, Report, TierResult, Versions
 
     def check(check_id: str, visibility: str) -> CheckResult:
-        return CheckResult(id=check_id, title="t", verdict=Verdict.FAIL, score=0, max_score=1, message="m",
-                           duration_s=0, visibility=visibility)
+        return CheckResult(
+            id=check_id,
+            title="t",
+            verdict=Verdict.FAIL,
+            score=0,
+            max_score=1,
+            message="m",
+            duration_s=0,
+            visibility=visibility,
+        )
 
-    tiers = [TierResult(tier="T1", title="t", score=0, max_score=2,
-                        checks=[check("oracle", "after_published"), check("ddof", "visible")])]
-    report = Report(problem="p", submission="s.py", submission_sha256="0", status=Status.GRADED, score=0, max_score=2,
-                    tiers=tiers, artifacts=[], seed=1, versions=Versions(python="3", torch="2", grader="0"),
-                    problem_hash="0", command="c", diagnosis=[
-                        Diagnosis(id="bessel", explanation="e", cases_explained=3, cases_failing=4,
-                                  checks=["oracle", "ddof"], owners=["ddof"], charged_in=["ddof"]),
-                        Diagnosis(id="hidden_only", explanation="e", cases_explained=1, cases_failing=4,
-                                  checks=["oracle"], owners=["oracle"], charged_in=["oracle"])])
+    tiers = [
+        TierResult(
+            tier="T1",
+            title="t",
+            score=0,
+            max_score=2,
+            checks=[check("oracle", "after_published"), check("ddof", "visible")],
+        )
+    ]
+    report = Report(
+        problem="p",
+        submission="s.py",
+        submission_sha256="0",
+        status=Status.GRADED,
+        score=0,
+        max_score=2,
+        tiers=tiers,
+        artifacts=[],
+        seed=1,
+        versions=Versions(python="3", torch="2", grader="0"),
+        problem_hash="0",
+        command="c",
+        diagnosis=[
+            Diagnosis(
+                id="bessel",
+                explanation="e",
+                cases_explained=3,
+                cases_failing=4,
+                checks=["oracle", "ddof"],
+                owners=["ddof"],
+                charged_in=["ddof"],
+            ),
+            Diagnosis(
+                id="hidden_only",
+                explanation="e",
+                cases_explained=1,
+                cases_failing=4,
+                checks=["oracle"],
+                owners=["oracle"],
+                charged_in=["oracle"],
+            ),
+        ],
+    )
     (shown,) = learner_diagnosis(report)
     assert shown == {"id": "bessel", "explanation": "e", "checks": ["ddof"], "owners": ["ddof"]}
     for c in report.checks():
@@ -109,16 +157,29 @@ def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
 def test_always_bessel_is_diagnosed_and_charged_once(run_cli, tmp_path: Path) -> None:
     """The README's example: a grpo solution that always applies Bessel's correction, as RL libraries do."""
     out = tmp_path / "out"
-    result = run_cli("grade", str(Problem("grpo_advantages").known_wrong_file("always_bessel.py")),
-                     "--problem", "grpo_advantages", "--out", str(out))
+    result = run_cli(
+        "grade",
+        str(Problem("grpo_advantages").known_wrong_file("always_bessel.py")),
+        "--problem",
+        "grpo_advantages",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["diagnosis"][0]["id"] == "bessel_always"
     lost = {c["id"] for tier in report["tiers"] for c in tier["checks"] if c["score"] < c["max_score"]}
     assert lost == {"unbiased_ddof"}
     assert "bessel_always" in result.stdout.split("┏")[0]  # the diagnosis is printed before the table
-    strict = run_cli("grade", str(Problem("grpo_advantages").known_wrong_file("always_bessel.py")),
-                     "--problem", "grpo_advantages", "--out", str(tmp_path / "strict"), "--no-follow-through")
+    strict = run_cli(
+        "grade",
+        str(Problem("grpo_advantages").known_wrong_file("always_bessel.py")),
+        "--problem",
+        "grpo_advantages",
+        "--out",
+        str(tmp_path / "strict"),
+        "--no-follow-through",
+    )
     assert strict.returncode == 0, strict.stderr[-2000:]
     strict_report = json.loads((tmp_path / "strict" / "report.json").read_text())
     assert strict_report["score"] < report["score"] and not strict_report["follow_through"]

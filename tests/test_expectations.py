@@ -15,7 +15,8 @@ PROBLEM = "grpo_advantages"
 
 
 def test_misconception_observations_are_saved_apart_and_read_back_when_needed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path))
     problem = Problem(PROBLEM)
     assert problem.misconceptions
@@ -54,12 +55,15 @@ class _Forged:
         return (print, ("a forged cache ran code",))
 
 
-def test_a_cache_file_is_read_with_the_weights_only_allow_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cache_file_is_read_with_the_weights_only_allow_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Read back as torch.load(weights_only=True) reads it, by the faster unpickler; a global outside the allow-list
     makes the file unreadable (so recomputed), never a call."""
-    data: dict[str, Any] = {"t": torch.arange(6.0).reshape(2, 3).t(),
-                            "calls": [{"x": torch.ones(2, dtype=torch.bfloat16)}]}
+    data: dict[str, Any] = {
+        "t": torch.arange(6.0).reshape(2, 3).t(),
+        "calls": [{"x": torch.ones(2, dtype=torch.bfloat16)}],
+    }
     torch.save(data, tmp_path / "good.pt")
     loaded = load_cache_file(tmp_path / "good.pt")
     assert loaded["t"].stride() == data["t"].stride() and torch.equal(loaded["t"], data["t"])

@@ -105,7 +105,7 @@ def test_every_toy_call_changes_with_the_seed(problem_id: str) -> None:
         assert key not in seen, f"{problem_id}: {call.label} has the inputs of a public-seed call"
 
 
-SPLIT = '''
+SPLIT = """
 import torch
 
 def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
@@ -121,7 +121,7 @@ def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high
     adv = torch.where(valid, advantages[:, None].expand_as(logp), torch.zeros_like(logp))
     term = torch.where(valid, w * adv * logp, torch.zeros_like(logp))
     return -term.sum() / valid.sum().clamp(min=1).to(logp.dtype)
-'''
+"""
 
 
 def test_a_raising_call_costs_only_the_series_that_need_it(run_cli, tmp_path: Path) -> None:

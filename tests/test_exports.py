@@ -31,21 +31,78 @@ PROBLEM = "glm5_offpolicy"
 WRONG = Problem(PROBLEM).known_wrong_file("ratio_inverted.py")  # fails every hidden T1 case
 
 # Gradescope's autograder specification, results.json: the fields it documents.
-GRADESCOPE_TOP = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
-                  "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
-GRADESCOPE_TEST = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
-                   "tags", "visibility", "extra_data"}
+GRADESCOPE_TOP = {
+    "score",
+    "execution_time",
+    "output",
+    "output_format",
+    "test_output_format",
+    "test_name_format",
+    "visibility",
+    "stdout_visibility",
+    "extra_data",
+    "tests",
+    "leaderboard",
+}
+GRADESCOPE_TEST = {
+    "score",
+    "max_score",
+    "status",
+    "name",
+    "name_format",
+    "number",
+    "output",
+    "output_format",
+    "tags",
+    "visibility",
+    "extra_data",
+}
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 
 # The common JUnit schema (Jenkins' junit-10.xsd): the attributes each element may carry, and those it must.
 JUNIT_ATTRIBUTES = {
     "testsuites": ({"name", "time", "tests", "failures", "disabled", "errors"}, set()),
-    "testsuite": ({"name", "tests", "failures", "errors", "time", "disabled", "skipped", "skips", "timestamp",
-                   "hostname", "id", "package", "assertions", "file", "skip", "log", "url"}, {"tests"}),
+    "testsuite": (
+        {
+            "name",
+            "tests",
+            "failures",
+            "errors",
+            "time",
+            "disabled",
+            "skipped",
+            "skips",
+            "timestamp",
+            "hostname",
+            "id",
+            "package",
+            "assertions",
+            "file",
+            "skip",
+            "log",
+            "url",
+        },
+        {"tests"},
+    ),
     "properties": (set(), set()),
     "property": ({"name", "value"}, {"name", "value"}),
-    "testcase": ({"name", "assertions", "time", "timestamp", "classname", "status", "class", "file", "line", "log",
-                  "group", "url"}, {"name"}),
+    "testcase": (
+        {
+            "name",
+            "assertions",
+            "time",
+            "timestamp",
+            "classname",
+            "status",
+            "class",
+            "file",
+            "line",
+            "log",
+            "group",
+            "url",
+        },
+        {"name"},
+    ),
     "failure": ({"type", "message"}, set()),
     "error": ({"type", "message"}, set()),
     "skipped": ({"type", "message"}, set()),
@@ -68,16 +125,22 @@ class Exports:
     wall_s: float  # the `grade` command's wall time, measured around its process
 
     def learner_texts(self) -> dict[str, str]:
-        return {"results.json": json.dumps(self.results), "junit.xml": self.junit,
-                "learner view": json.dumps(learner_view(self.report))}
+        return {
+            "results.json": json.dumps(self.results),
+            "junit.xml": self.junit,
+            "learner view": json.dumps(learner_view(self.report)),
+        }
 
     def learner_entries(self, check_id: str) -> dict[str, str]:
         """What each learner-facing output says about one check."""
         test = next(t for t in self.results["tests"] if t["name"].startswith(f"{check_id}:"))
         case = next(c for c in ET.fromstring(self.junit).iter("testcase") if c.get("name") == check_id)
         view = next(c for t in learner_view(self.report)["tiers"] for c in t["checks"] if c["id"] == check_id)
-        return {"results.json": json.dumps(test), "junit.xml": ET.tostring(case, encoding="unicode"),
-                "learner view": json.dumps(view)}
+        return {
+            "results.json": json.dumps(test),
+            "junit.xml": ET.tostring(case, encoding="unicode"),
+            "learner view": json.dumps(view),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +149,35 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> Exports:
     env = {**os.environ, "PAPERLEET_ARTIFACTS": str(out / "artifacts")}
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "grader", "grade", str(WRONG), "--problem", PROBLEM, "--out", str(out / "report"),
-         "--gradescope", str(out / "results.json"), "--junit", str(out / "junit.xml")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            str(WRONG),
+            "--problem",
+            PROBLEM,
+            "--out",
+            str(out / "report"),
+            "--gradescope",
+            str(out / "results.json"),
+            "--junit",
+            str(out / "junit.xml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     wall_s = time.monotonic() - started
     assert done.returncode == 0, done.stderr
-    return Exports(load_report(out / "report" / "report.json"), json.loads((out / "results.json").read_text()),
-                   (out / "junit.xml").read_text(), wall_s)
+    return Exports(
+        load_report(out / "report" / "report.json"),
+        json.loads((out / "results.json").read_text()),
+        (out / "junit.xml").read_text(),
+        wall_s,
+    )
 
 
 # ---------------------------------------------------------------- Gradescope results.json
@@ -206,8 +290,9 @@ def _not_imported(report: Report, status: Status) -> Report:
     return broken
 
 
-@pytest.mark.parametrize("status", [Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED,
-                                    Status.BUDGET_EXCEEDED])
+@pytest.mark.parametrize(
+    "status", [Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED, Status.BUDGET_EXCEEDED]
+)
 def test_junit_counts_a_file_that_did_not_run_as_errors(exports: Exports, status: Status) -> None:
     root = ET.fromstring(junit_xml(_not_imported(exports.report, status)))
     _validate_junit(root)
@@ -292,8 +377,9 @@ def test_exports_round_scores_once_and_add_them_up(exports: Exports) -> None:
 
 def test_a_checks_score_is_rounded_where_it_is_computed() -> None:
     passed, failed = Outcome(Verdict.PASS), Outcome(Verdict.FAIL, failure_evidence(LearnerFailure(Verdict.FAIL, "x")))
-    result = Tally([CaseOutcome("a", False, passed), CaseOutcome("b", False, failed),
-                    CaseOutcome("c", False, failed)]).result(_check(), 0.0)
+    result = Tally(
+        [CaseOutcome("a", False, passed), CaseOutcome("b", False, failed), CaseOutcome("c", False, failed)]
+    ).result(_check(), 0.0)
     assert result.score == round_score(4 / 3) == 1.33
 
 
@@ -349,32 +435,76 @@ def _raised(kind: str, bases: list[str]) -> dict:
 SECRET_T = torch.full((7, 13), float(SECRET), dtype=torch.float64)
 Case = tuple[dict[str, Any], dict[str, Any], list[Aspect], dict[str, Any]]  # got, want, aspects, sent
 CASES: dict[str, Case] = {
-    "values": ({"output": _tensor(torch.zeros(7, 13, dtype=torch.float64))}, {"output": _tensor(SECRET_T)},
-               ["values"], {}),
-    "shape": ({"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))}, {"output": _tensor(SECRET_T)},
-              ["shape"], {}),
-    "shape under values": ({"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))},
-                           {"output": _tensor(SECRET_T)}, ["values"], {}),
-    "dtype": ({"output": _tensor(torch.zeros(7, 13, dtype=torch.float32))}, {"output": _tensor(SECRET_T)},
-              ["dtype"], {}),
-    "python value": ({"output": {"kind": "python", "type": f"Leak{SECRET}", "value": 0.5}},
-                     {"output": {"kind": "python", "type": "float", "value": float(SECRET)}}, ["type"], {}),
-    "not a tensor": ({"output": {"kind": "other", "type": f"Leak{SECRET}"}}, {"output": _tensor(SECRET_T)},
-                     ["type"], {}),
+    "values": (
+        {"output": _tensor(torch.zeros(7, 13, dtype=torch.float64))},
+        {"output": _tensor(SECRET_T)},
+        ["values"],
+        {},
+    ),
+    "shape": (
+        {"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))},
+        {"output": _tensor(SECRET_T)},
+        ["shape"],
+        {},
+    ),
+    "shape under values": (
+        {"output": _tensor(torch.zeros(2, 2, dtype=torch.float64))},
+        {"output": _tensor(SECRET_T)},
+        ["values"],
+        {},
+    ),
+    "dtype": (
+        {"output": _tensor(torch.zeros(7, 13, dtype=torch.float32))},
+        {"output": _tensor(SECRET_T)},
+        ["dtype"],
+        {},
+    ),
+    "python value": (
+        {"output": {"kind": "python", "type": f"Leak{SECRET}", "value": 0.5}},
+        {"output": {"kind": "python", "type": "float", "value": float(SECRET)}},
+        ["type"],
+        {},
+    ),
+    "not a tensor": (
+        {"output": {"kind": "other", "type": f"Leak{SECRET}"}},
+        {"output": _tensor(SECRET_T)},
+        ["type"],
+        {},
+    ),
     "raised": ({"raised": _raised(f"Leak{SECRET}", ["ValueError"])}, {"output": _tensor(SECRET_T)}, ["values"], {}),
     "wrong exception": ({"raised": _raised("TypeError", [])}, {"raised": _raised("ValueError", [])}, ["raises"], {}),
-    "backward": ({"output": _tensor(SECRET_T), "backward_error": _raised("RuntimeError", [])},
-                 {"output": _tensor(SECRET_T), "grads": {"logp": SECRET_T}}, ["backward"], {}),
-    "grads": ({"output": _tensor(SECRET_T), "grads": {"logp": torch.zeros(7, 13, dtype=torch.float64)}},
-              {"output": _tensor(SECRET_T), "grads": {"logp": SECRET_T}}, ["grads"], {}),
-    "mutated input": ({"output": _tensor(SECRET_T), "inputs_after": {"logp": torch.zeros(7, 13, dtype=torch.float64)}},
-                      {"output": _tensor(SECRET_T)}, ["inputs_unchanged"], {"logp": SECRET_T}),
+    "backward": (
+        {"output": _tensor(SECRET_T), "backward_error": _raised("RuntimeError", [])},
+        {"output": _tensor(SECRET_T), "grads": {"logp": SECRET_T}},
+        ["backward"],
+        {},
+    ),
+    "grads": (
+        {"output": _tensor(SECRET_T), "grads": {"logp": torch.zeros(7, 13, dtype=torch.float64)}},
+        {"output": _tensor(SECRET_T), "grads": {"logp": SECRET_T}},
+        ["grads"],
+        {},
+    ),
+    "mutated input": (
+        {"output": _tensor(SECRET_T), "inputs_after": {"logp": torch.zeros(7, 13, dtype=torch.float64)}},
+        {"output": _tensor(SECRET_T)},
+        ["inputs_unchanged"],
+        {"logp": SECRET_T},
+    ),
 }
 
 
 def _check(check_id: str = "probe") -> CheckSpec:
-    return DifferentialCheck(id=check_id, tier="T1", kind="differential", title="probe", points=4, cases="probe",
-                     compare=["values"], visibility="after_published")
+    return DifferentialCheck(
+        id=check_id,
+        tier="T1",
+        kind="differential",
+        title="probe",
+        points=4,
+        cases="probe",
+        compare=["values"],
+        visibility="after_published",
+    )
 
 
 def _secret_free(text: str) -> bool:

@@ -26,8 +26,9 @@ WRONG = Problem(PROBLEM).known_wrong_file("ratio_inverted.py")
 
 
 def _run(command: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +51,16 @@ def test_zip_holds_the_scripts_at_its_root_and_the_harness(zip_path: Path) -> No
     assert "torch==$TORCH_VERSION" in scripts["setup.sh"] and 'TORCH_VERSION="2.13.0"' in scripts["setup.sh"]
     assert "https://download.pytorch.org/whl/cpu" in scripts["setup.sh"]
     assert 'PYTHON_VERSION="3.11"' in scripts["setup.sh"]
-    for needed in ("pyproject.toml", "grader/__main__.py", "grader/worker/__main__.py", "grader/outputs/exports.py",
-                   f"problems/{PROBLEM}/problem.toml", f"problems/{PROBLEM}/cases.py",
-                   f"reference/{PROBLEM}/reference.py", f"reference/{PROBLEM}/grading.toml"):
+    for needed in (
+        "pyproject.toml",
+        "grader/__main__.py",
+        "grader/worker/__main__.py",
+        "grader/outputs/exports.py",
+        f"problems/{PROBLEM}/problem.toml",
+        f"problems/{PROBLEM}/cases.py",
+        f"reference/{PROBLEM}/reference.py",
+        f"reference/{PROBLEM}/grading.toml",
+    ):
         assert needed in infos, needed
     assert not [n for n in infos if "__pycache__" in n or n.endswith(".pyc")]
     others = [n for n in infos if n.startswith(("problems/", "reference/")) and n.split("/")[1] != PROBLEM]
@@ -84,8 +92,11 @@ class Autograder:
             text = content.read_text() if isinstance(content, Path) else content
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
-        done = _run([str(self.root / "run_autograder")],
-                    env={"AUTOGRADER_ROOT": str(self.root), "VENV": str(venv or self.venv)}, cwd=self.root)
+        done = _run(
+            [str(self.root / "run_autograder")],
+            env={"AUTOGRADER_ROOT": str(self.root), "VENV": str(venv or self.venv)},
+            cwd=self.root,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return json.loads((self.root / "results" / "results.json").read_text())
 
@@ -93,8 +104,11 @@ class Autograder:
 @pytest.fixture(scope="module")
 def autograder(zip_path: Path) -> Iterator[Autograder]:
     # Not under /tmp: the sandbox mounts a fresh /tmp for the worker, which would hide a Python installed there.
-    base = Path(tempfile.mkdtemp(prefix="paperleet-gradescope-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK)
-                                 else Path.home()))
+    base = Path(
+        tempfile.mkdtemp(
+            prefix="paperleet-gradescope-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else Path.home()
+        )
+    )
     try:
         root, venv = base / "autograder", base / "venv"
         with zipfile.ZipFile(zip_path) as archive:
@@ -124,8 +138,21 @@ def _spec_shaped(results: dict) -> None:
 def test_run_autograder_scores_like_a_direct_grade(autograder: Autograder, tmp_path: Path) -> None:
     results = autograder.run({"my_solution.py": WRONG})
     _spec_shaped(results)
-    done = _run([sys.executable, "-m", "grader", "grade", str(WRONG), "--problem", PROBLEM, "--out", str(tmp_path),
-                 "--gradescope", str(tmp_path / "results.json")])
+    done = _run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            str(WRONG),
+            "--problem",
+            PROBLEM,
+            "--out",
+            str(tmp_path),
+            "--gradescope",
+            str(tmp_path / "results.json"),
+        ]
+    )
     assert done.returncode == 0, done.stderr
     direct = json.loads((tmp_path / "results.json").read_text())
     assert 0 < results["score"] == direct["score"] < 100
@@ -141,11 +168,14 @@ def test_run_autograder_reports_a_broken_submission(autograder: Autograder) -> N
     assert results["tests"] and all(t["status"] == "failed" for t in results["tests"])
 
 
-@pytest.mark.parametrize(("files", "says"), [
-    ({}, "No Python file"),
-    ({"notes.txt": "nothing to grade"}, "No Python file"),
-    ({"a.py": "", "b.py": ""}, "holds 2 Python files: a.py, b.py"),
-])
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        ({}, "No Python file"),
+        ({"notes.txt": "nothing to grade"}, "No Python file"),
+        ({"a.py": "", "b.py": ""}, "holds 2 Python files: a.py, b.py"),
+    ],
+)
 def test_run_autograder_always_writes_results(autograder: Autograder, files: dict, says: str) -> None:
     results = autograder.run(files)
     _spec_shaped(results)
@@ -169,7 +199,7 @@ def test_run_autograder_names_the_files_it_found(autograder: Autograder) -> None
     results = autograder.run({"a.py": "", "sub/b.py": "", 'c"\\.py': ""})
     _spec_shaped(results)
     assert results["score"] == 0 and "a.py" in results["output"] and "sub/b.py" in results["output"]
-    assert 'c?' in results["output"], "a learner's file name is shown reduced to safe characters"
+    assert "c?" in results["output"], "a learner's file name is shown reduced to safe characters"
 
 
 def test_zip_refuses_a_hidden_check_worth_points(tmp_path: Path) -> None:

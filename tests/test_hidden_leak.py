@@ -34,8 +34,18 @@ def test_hidden_inputs_never_reach_learner_outputs(run_cli, tmp_path: Path) -> N
     hidden = _hidden_fingerprints(problem)
     assert len(hidden) > 10
     out, gradescope, junit = tmp_path / "out", tmp_path / "results.json", tmp_path / "junit.xml"
-    result = run_cli("grade", str(HOSTILE), "--problem", PROBLEM, "--out", str(out), "--gradescope", str(gradescope),
-                     "--junit", str(junit))
+    result = run_cli(
+        "grade",
+        str(HOSTILE),
+        "--problem",
+        PROBLEM,
+        "--out",
+        str(out),
+        "--gradescope",
+        str(gradescope),
+        "--junit",
+        str(junit),
+    )
     assert result.returncode == ExitCode.OK, result.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     checks = [c for tier in report["tiers"] for c in tier["checks"]]
@@ -73,10 +83,17 @@ def test_hidden_labels_carry_no_input_value(problem_id: str) -> None:
         for call in expect.cases(check.cases) if check.cases else []:
             if not call.hidden:
                 continue
-            scalars = {float(v) for v in call.kwargs.values()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            values = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in call.kwargs.values()
-                                if isinstance(t, torch.Tensor) and t.is_floating_point()] or [torch.zeros(0)])
+            scalars = {
+                float(v) for v in call.kwargs.values() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
+            values = torch.cat(
+                [
+                    t.detach().reshape(-1).to(torch.float64)
+                    for t in call.kwargs.values()
+                    if isinstance(t, torch.Tensor) and t.is_floating_point()
+                ]
+                or [torch.zeros(0)]
+            )
             values = values[torch.isfinite(values)]
             for number in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", call.label):
                 x = float(number)

@@ -41,14 +41,36 @@ HOSTILE = Path(__file__).resolve().parent / "hostile"
 FILES = sorted(p.stem for p in HOSTILE.glob("*.py"))
 # File names no repository should hold (or can: undecodable bytes), each given to a copy of honest_correct.py in
 # the batch's folder: each must be graded like it, into a folder of its own, and reach every output escaped.
-ODD_NAMES = ["summary.csv.py", "index.html.py", "shards.py", "previews.py", "...py", "..py", "[red]x[blink].py",
-             "\x1b[31mred\x1b[0m\u202eyp.py", "\x9b2J c1.py", "=HYPERLINK(\"http:x\").py", "+1.py", "-1.py",
-             "@SUM(A1).py", "\tTAB.py", os.fsdecode(b"lone \xed\xa0\x80 \xff\xfe bytes.py")]
+ODD_NAMES = [
+    "summary.csv.py",
+    "index.html.py",
+    "shards.py",
+    "previews.py",
+    "...py",
+    "..py",
+    "[red]x[blink].py",
+    "\x1b[31mred\x1b[0m\u202eyp.py",
+    "\x9b2J c1.py",
+    '=HYPERLINK("http:x").py',
+    "+1.py",
+    "-1.py",
+    "@SUM(A1).py",
+    "\tTAB.py",
+    os.fsdecode(b"lone \xed\xa0\x80 \xff\xfe bytes.py"),
+]
 FORMULA_NAMES = [name for name in ODD_NAMES if name.startswith(("=", "+", "-", "@", "\t"))]
 FOLDERS = {**{stem: stem for stem in FILES}, **{name: submission_folder(name) for name in ODD_NAMES}}
 BUDGET_S, IMPORT_TIMEOUT_S, MEMORY_MB = 30, 15, 2048
-LIMITS = ["--call-timeout", "2", "--import-timeout", str(IMPORT_TIMEOUT_S), "--budget", str(BUDGET_S),
-          "--memory-mb", str(MEMORY_MB)]
+LIMITS = [
+    "--call-timeout",
+    "2",
+    "--import-timeout",
+    str(IMPORT_TIMEOUT_S),
+    "--budget",
+    str(BUDGET_S),
+    "--memory-mb",
+    str(MEMORY_MB),
+]
 AFTER_BUDGET_S = 10  # killing the last worker and writing the report, after the budget has run out
 MARKER = "paperleet-hostile"  # in the command line, name or file name of whatever a hostile file leaves behind
 FORGED = "FORGED-BY-HOSTILE"
@@ -97,7 +119,8 @@ class Listeners:
         endpoints: list[tuple[socket.AddressFamily, socket.SocketKind, tuple[str, int] | str]] = [
             (socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", LISTENER_PORT)),
             (socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", LISTENER_PORT)),
-            (socket.AF_UNIX, socket.SOCK_STREAM, ABSTRACT_SOCKET)]
+            (socket.AF_UNIX, socket.SOCK_STREAM, ABSTRACT_SOCKET),
+        ]
         for family, kind, address in endpoints:
             sock = socket.socket(family, kind)
             try:
@@ -207,14 +230,35 @@ def hostile(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     for name in ODD_NAMES:
         shutil.copyfile(HOSTILE / "honest_correct.py", os.path.join(os.fsencode(submissions), os.fsencode(name)))
     with listening() as listeners:
-        result = run_cli("grade-all", "--problem", PROBLEM, "--submissions", submissions, "--out", out, "--jobs", "2",
-                         *LIMITS, timeout=1200)
+        result = run_cli(
+            "grade-all",
+            "--problem",
+            PROBLEM,
+            "--submissions",
+            submissions,
+            "--out",
+            out,
+            "--jobs",
+            "2",
+            *LIMITS,
+            timeout=1200,
+        )
         strays = stray_processes()
         time.sleep(4)  # a daemon that survived would have woken up (3 s) and written by now
         strays_later = stray_processes()
     reports = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/report.json")}
-    return Hostile(result.returncode, result.stdout, result.stderr, base, out, reports, strays, strays_later,
-                   marker_files(base), list(listeners.knocks))
+    return Hostile(
+        result.returncode,
+        result.stdout,
+        result.stderr,
+        base,
+        out,
+        reports,
+        strays,
+        strays_later,
+        marker_files(base),
+        list(listeners.knocks),
+    )
 
 
 def score_of(hostile: Hostile, stem: str) -> float:
@@ -395,13 +439,17 @@ def test_a_huge_import_error_is_cut_with_a_count(hostile: Hostile) -> None:
     assert re.search(r"more characters\)$", hostile.reports["text_huge_import_error"]["message"])
 
 
-@pytest.mark.parametrize(("stem", "words"), [
-    ("forge_frame_nested", ["could not be accepted", "is not a string"]),
-    ("return_exotic_dtypes", ["could not be accepted", "float8_e4m3fn"]),
-    ("text_huge_exception_type", ["could not be accepted", "characters of text"]),
-])
-def test_forged_or_exotic_answers_are_the_learners_malformed_answer(hostile: Hostile, stem: str,
-                                                                    words: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("stem", "words"),
+    [
+        ("forge_frame_nested", ["could not be accepted", "is not a string"]),
+        ("return_exotic_dtypes", ["could not be accepted", "float8_e4m3fn"]),
+        ("text_huge_exception_type", ["could not be accepted", "characters of text"]),
+    ],
+)
+def test_forged_or_exotic_answers_are_the_learners_malformed_answer(
+    hostile: Hostile, stem: str, words: list[str]
+) -> None:
     messages = " ".join(c["message"] for c in checks_of(hostile.reports[stem]).values())
     assert all(word in messages for word in words), messages[:2000]
 
@@ -477,8 +525,9 @@ def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         monkeypatch.setattr(commands, "grade", fake_grade)
         monkeypatch.setattr(commands, "write_report_page", fake_page)
         out = tmp_path / "out"
-        reports = commands.grade_many(problem, files, 1, problem.spec.limits, 2,
-                                      out_of=lambda f: out / submission_folder(f.name))
+        reports = commands.grade_many(
+            problem, files, 1, problem.spec.limits, 2, out_of=lambda f: out / submission_folder(f.name)
+        )
         code = commands._finish_class(reports, out, [submission_folder(f.name) for f in files])
         return reports, code, out
 
@@ -510,8 +559,9 @@ def test_a_reference_that_fails_still_leaves_every_file_a_report(contained, monk
     assert len(_rows(out / "summary.csv")) == 3 and (out / "index.html").is_file()
 
 
-def test_a_single_grade_replaces_a_stale_report_with_its_judge_error(monkeypatch: pytest.MonkeyPatch,
-                                                                     tmp_path: Path) -> None:
+def test_a_single_grade_replaces_a_stale_report_with_its_judge_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     problem = Problem(PROBLEM)
     file, out = tmp_path / "ada.py", tmp_path / "out"
     file.write_text("")
@@ -540,10 +590,13 @@ def _every_series(problem: Problem, make: Any) -> dict[str, torch.Tensor]:
     return {name: make() for name in names}
 
 
-@pytest.mark.parametrize(("points", "dtype"), [(1 << 20, torch.bfloat16), (1 << 17, torch.float16),
-                                               (1 << 20, torch.float32), (1 << 17, torch.float8_e4m3fn)])
-def test_long_series_cost_the_judge_little(plot_problem: Problem, tmp_path: Path, points: int,
-                                           dtype: torch.dtype) -> None:
+@pytest.mark.parametrize(
+    ("points", "dtype"),
+    [(1 << 20, torch.bfloat16), (1 << 17, torch.float16), (1 << 20, torch.float32), (1 << 17, torch.float8_e4m3fn)],
+)
+def test_long_series_cost_the_judge_little(
+    plot_problem: Problem, tmp_path: Path, points: int, dtype: torch.dtype
+) -> None:
     series = _every_series(plot_problem, lambda: (torch.randn(points) * 1e3).to(dtype))
     series[plot_problem.spec.plots[0].lines[0].y][::7] = float("inf")
     started = time.perf_counter()
@@ -557,15 +610,19 @@ def test_long_series_cost_the_judge_little(plot_problem: Problem, tmp_path: Path
     assert all((tmp_path / file).stat().st_size < 1 << 20 for file in written)
 
 
-@pytest.mark.parametrize(("make", "why"), [
-    (lambda: torch.zeros(8, dtype=torch.uint8).view(torch.bits8), "dtype torch.bits8"),
-    (lambda: torch.zeros(8, dtype=torch.complex64), "dtype torch.complex64"),
-    (lambda: torch.zeros(2, 4), "2 dimensions"),
-    (lambda: torch.zeros(8, device="meta"), "dense CPU"),
-    (lambda: [1.0, 2.0], "not a tensor"),
-])
-def test_a_series_that_cannot_be_drawn_is_a_missing_plot_with_a_reason(plot_problem: Problem, tmp_path: Path,
-                                                                       make: Any, why: str) -> None:
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda: torch.zeros(8, dtype=torch.uint8).view(torch.bits8), "dtype torch.bits8"),
+        (lambda: torch.zeros(8, dtype=torch.complex64), "dtype torch.complex64"),
+        (lambda: torch.zeros(2, 4), "2 dimensions"),
+        (lambda: torch.zeros(8, device="meta"), "dense CPU"),
+        (lambda: [1.0, 2.0], "not a tensor"),
+    ],
+)
+def test_a_series_that_cannot_be_drawn_is_a_missing_plot_with_a_reason(
+    plot_problem: Problem, tmp_path: Path, make: Any, why: str
+) -> None:
     job = PlotJob(plot_problem.spec.plots, tmp_path)
     job.submit(_every_series(plot_problem, make))
     assert job.result() == []
@@ -579,8 +636,9 @@ def test_a_plot_over_its_time_limit_is_missing_with_a_reason(plot_problem: Probl
     assert job.result() == [] and all("not drawn within" in why for why in job.failures.values())
 
 
-def test_a_plotting_process_out_of_memory_is_a_missing_plot(plot_problem: Problem, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plotting_process_out_of_memory_is_a_missing_plot(
+    plot_problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(plots.LIMITS, "address_space_bytes", 48 << 20)  # too little to import matplotlib
     job = PlotJob(plot_problem.spec.plots, tmp_path)
     job.submit(_every_series(plot_problem, lambda: torch.rand(64, dtype=torch.float64)))
@@ -593,8 +651,9 @@ def test_a_learner_plot_overlays_the_reference_and_marks_the_points_out_of_toler
     mine = {name: value.clone() for name, value in reference.items()}
     mine[plot.lines[0].y][40] = 3.0  # one point off: the kind of bug a side-by-side view hides
     tolerance = series_tolerances(plot_problem.spec.checks).get(plot.lines[0].y, Tolerance(rtol=0.0, atol=0.0))
-    specs, failures = figure_specs([plot], mine, Path("/nowhere"), "drawn from your functions", reference,
-                                   reference, {plot.lines[0].y: tolerance})
+    specs, failures = figure_specs(
+        [plot], mine, Path("/nowhere"), "drawn from your functions", reference, reference, {plot.lines[0].y: tolerance}
+    )
     learner, preview = specs
     assert not failures and preview["file"] == preview_file(plot.file)
     assert learner["marks"]["x"] == [reference[plot.x][40].item()]

@@ -24,22 +24,32 @@ REFERENCE = '"""A reference."""\n\nimport torch\n\n\ndef f(x):\n    return x + 1
 
 
 @pytest.fixture(scope="module", params=PROBLEMS)
-def materialized(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                 ) -> tuple[Problem, list[KnownWrong]]:
+def materialized(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Problem, list[KnownWrong]]:
     problem = Problem(request.param)
     return problem, materialize(problem.id, problem.reference_dir, tmp_path_factory.mktemp("cache"))
 
 
 def _top_level_names(source: str) -> set[str]:
-    return {node.name for node in ast.parse(source).body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
 
 
 def _enclosing_functions(source: str, start: int, end: int) -> set[str]:
     """Top-level functions whose lines overlap characters [start, end) of `source`."""
     first, last = source.count("\n", 0, start) + 1, source.count("\n", 0, max(start, end - 1)) + 1
-    return {node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.lineno <= last and (node.end_lineno or node.lineno) >= first}
+    return {
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.lineno <= last
+        and (node.end_lineno or node.lineno) >= first
+    }
 
 
 def test_the_wrong_folders_hold_declarations_only() -> None:
@@ -66,8 +76,7 @@ def _lines_of(code: str, text: str) -> set[int]:
     return set(range(first, last + 1))
 
 
-def test_each_file_differs_from_the_reference_only_in_its_edits(
-        materialized: tuple[Problem, list[KnownWrong]]) -> None:
+def test_each_file_differs_from_the_reference_only_in_its_edits(materialized: tuple[Problem, list[KnownWrong]]) -> None:
     problem, known = materialized
     _, reference = split_docstring((problem.reference_dir / "reference.py").read_text())
     lines = reference.splitlines(keepends=True)
@@ -75,18 +84,23 @@ def test_each_file_differs_from_the_reference_only_in_its_edits(
         assert wrong.declaration is not None
         edited = set().union(*(_lines_of(reference, e.find) for e in load_declaration(wrong.declaration).edit))
         _, code = split_docstring(wrong.path.read_text())
-        changes = [op for op in difflib.SequenceMatcher(None, lines, code.splitlines(keepends=True),
-                                                         autojunk=False).get_opcodes() if op[0] != "equal"]
+        changes = [
+            op
+            for op in difflib.SequenceMatcher(None, lines, code.splitlines(keepends=True), autojunk=False).get_opcodes()
+            if op[0] != "equal"
+        ]
         assert changes, f"{wrong.path.name} is the reference itself"
         for _, i1, i2, _, _ in changes:
             touched = set(range(i1, i2)) or {i1 - 1, i1}  # an insertion sits between two lines
             assert touched & edited if i1 == i2 else touched <= edited, (
                 f"{wrong.path.name} differs from the reference outside its declared edits, at line {i1 + 1} of "
-                f"the reference's code: {''.join(lines[i1:i2 or i1 + 1]).strip()!r}")
+                f"the reference's code: {''.join(lines[i1 : i2 or i1 + 1]).strip()!r}"
+            )
 
 
 def test_each_file_is_python_with_the_reference_functions_intact(
-        materialized: tuple[Problem, list[KnownWrong]]) -> None:
+    materialized: tuple[Problem, list[KnownWrong]],
+) -> None:
     problem, known = materialized
     reference = (problem.reference_dir / "reference.py").read_text()
     _, reference_code = split_docstring(reference)
@@ -111,7 +125,9 @@ def test_each_file_names_its_defect_and_its_checks(materialized: tuple[Problem, 
         assert docstring.startswith(f"Known-wrong {problem.id} solution ({wrong.path.stem}).")
         header = dict(line[2:].split(":", 1) for line in source.splitlines()[:3])
         assert {k: {p.strip() for p in v.split(",") if p.strip()} for k, v in header.items() if k != "defect"} == {
-            "must_fail": wrong.must_fail, "may_fail": wrong.may_fail}, wrong.path.name
+            "must_fail": wrong.must_fail,
+            "may_fail": wrong.may_fail,
+        }, wrong.path.name
         assert header["defect"].strip() == wrong.defect
 
 
@@ -170,13 +186,16 @@ def test_overlapping_edits_are_rejected(tmp_path: Path) -> None:
         materialize("toy", folder, tmp_path / "cache")
 
 
-@pytest.mark.parametrize("text", [
-    'defect = "no checks"\n\n[[edit]]\nfind = "x + 1"\nreplace = "x + 2"\n',  # must_fail missing
-    OFF_BY_ONE.replace('must_fail = ["oracle"]', "must_fail = []"),  # must fail something
-    'defect = "no edit"\nmust_fail = ["oracle"]\n',  # the reference itself is not wrong
-    OFF_BY_ONE + 'severity = "high"\n',  # unknown field
-    "defect = \n",  # not TOML
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'defect = "no checks"\n\n[[edit]]\nfind = "x + 1"\nreplace = "x + 2"\n',  # must_fail missing
+        OFF_BY_ONE.replace('must_fail = ["oracle"]', "must_fail = []"),  # must fail something
+        'defect = "no edit"\nmust_fail = ["oracle"]\n',  # the reference itself is not wrong
+        OFF_BY_ONE + 'severity = "high"\n',  # unknown field
+        "defect = \n",  # not TOML
+    ],
+)
 def test_a_malformed_declaration_is_a_clear_error(tmp_path: Path, text: str) -> None:
     folder = _problem_dir(tmp_path, {"bad": text})
     with pytest.raises(SpecError, match=r"bad\.toml: not a known-wrong declaration"):
@@ -184,6 +203,7 @@ def test_a_malformed_declaration_is_a_clear_error(tmp_path: Path, text: str) -> 
 
 
 def test_declaration_keeps_the_checks_as_lists() -> None:
-    declaration = Declaration.model_validate({"defect": "d", "must_fail": ["a", "b"], "may_fail": ["c"],
-                                              "edit": [{"find": "x", "replace": "y"}]})
+    declaration = Declaration.model_validate(
+        {"defect": "d", "must_fail": ["a", "b"], "may_fail": ["c"], "edit": [{"find": "x", "replace": "y"}]}
+    )
     assert (declaration.must_fail, declaration.may_fail) == (["a", "b"], ["c"])

@@ -37,8 +37,9 @@ def test_worker_says_it_runs_untrusted_code(name: str) -> None:
 @pytest.mark.parametrize("problem_id", list_problems())
 def test_problem_folders_are_complete(problem_id: str) -> None:
     missing = [f"problems/{problem_id}/{f}" for f in PROBLEM_FILES if not (ROOT / "problems" / problem_id / f).exists()]
-    missing += [f"reference/{problem_id}/{f}" for f in REFERENCE_FILES
-                if not (ROOT / "reference" / problem_id / f).exists()]
+    missing += [
+        f"reference/{problem_id}/{f}" for f in REFERENCE_FILES if not (ROOT / "reference" / problem_id / f).exists()
+    ]
     assert not missing
 
 
@@ -46,8 +47,11 @@ def test_problem_folders_are_complete(problem_id: str) -> None:
 def test_starter_declares_the_contract_functions(problem_id: str) -> None:
     spec = tomllib.loads((ROOT / "problems" / problem_id / "problem.toml").read_text())
     tree = ast.parse((ROOT / "problems" / problem_id / "starter.py").read_text())
-    defined = {node.name: [a.arg for a in node.args.args + node.args.kwonlyargs]
-               for node in tree.body if isinstance(node, ast.FunctionDef)}
+    defined = {
+        node.name: [a.arg for a in node.args.args + node.args.kwonlyargs]
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
     for function in spec["functions"]:
         assert defined.get(function["name"]) == function["params"], function["name"]
 

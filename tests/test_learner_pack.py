@@ -96,10 +96,22 @@ def test_pack_holds_what_a_learner_needs_and_no_hidden_file(packs: dict[str, Pac
     with zipfile.ZipFile(packs[problem_id].zip_path) as archive:
         infos = {info.filename.removeprefix(f"{problem_id}/"): info for info in archive.infolist()}
     assert all(info.filename.startswith(f"{problem_id}/") for info in infos.values()), "one folder, named by the id"
-    for needed in ("check", "README.md", "statement.md", "starter.py", "experiment.py", "problem.toml", DATA_FILE,
-                   "grader/judge/grading.py", "grader/confine/session.py", "grader/confine/sandbox.py",
-                   "grader/confine/sandbox_init.py", "grader/confine/seccomp.py",
-                   "grader/worker/__main__.py", "grader/worker/protocol.py"):
+    for needed in (
+        "check",
+        "README.md",
+        "statement.md",
+        "starter.py",
+        "experiment.py",
+        "problem.toml",
+        DATA_FILE,
+        "grader/judge/grading.py",
+        "grader/confine/session.py",
+        "grader/confine/sandbox.py",
+        "grader/confine/sandbox_init.py",
+        "grader/confine/seccomp.py",
+        "grader/worker/__main__.py",
+        "grader/worker/protocol.py",
+    ):
         assert needed in infos, needed
     assert (infos["check"].external_attr >> 16) & 0o111, "check must be executable"
     assert "cases.py" not in infos, "the case generators stay home"
@@ -171,8 +183,9 @@ def learner_python() -> Iterator[Path]:
     """A fresh venv that sees this environment's packages through a plain path (no .pth of theirs runs, so the
     repository's own grader cannot be imported): the pack must run on what it carries. Not under /tmp: the
     sandbox mounts a fresh /tmp for the worker, which would hide a Python installed there."""
-    base = Path(tempfile.mkdtemp(prefix="paperleet-pack-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK)
-                                 else Path.home()))
+    base = Path(
+        tempfile.mkdtemp(prefix="paperleet-pack-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else Path.home())
+    )
     try:
         venv = base / "venv"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -202,8 +215,9 @@ class Checked:
 
 
 @pytest.fixture(scope="module")
-def checked(packs: dict[str, Pack], learner_python: Path, tmp_path_factory: pytest.TempPathFactory
-            ) -> dict[tuple[str, str], Checked]:
+def checked(
+    packs: dict[str, Pack], learner_python: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, str], Checked]:
     """`check` run on the reference (copied as solution.py) and on a known-wrong file, for every problem, from
     the pack unzipped in an empty folder; the runs go side by side, as separate learners' would."""
     running = {}
@@ -217,9 +231,17 @@ def checked(packs: dict[str, Pack], learner_python: Path, tmp_path_factory: pyte
         wrong, _ = _known_wrong(pack.problem)
         for kind, file in (("correct", folder / "solution.py"), ("wrong", wrong)):
             env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERLEET_")} | {"COLUMNS": "160"}
-            running[problem_id, kind] = (root / "reports" / f"{file.stem}.json", subprocess.Popen(
-                [str(learner_python), "check", str(file)], cwd=root, env=env, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True))
+            running[problem_id, kind] = (
+                root / "reports" / f"{file.stem}.json",
+                subprocess.Popen(
+                    [str(learner_python), "check", str(file)],
+                    cwd=root,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
     done = {}
     for key, (report, process) in running.items():
         stdout, stderr = process.communicate(timeout=600)
@@ -238,8 +260,10 @@ def test_check_gives_the_reference_every_public_point(checked, packs: dict[str, 
     problem = packs[problem_id].problem
     run = checked[problem_id, "correct"]
     report = run.report
-    assert report["status"] == Status.GRADED and report["score"] == report["max_score"] == public_spec(
-        problem.spec).max_score
+    assert (
+        report["status"] == Status.GRADED
+        and report["score"] == report["max_score"] == public_spec(problem.spec).max_score
+    )
     assert _verdicts(report) == {check: Verdict.PASS for check in _public_checks(problem)}
     assert [c["id"] for c in report["hidden_checks"]] == [c.id for c in problem.spec.checks if not c.public]
     assert report["official_max_score"] == problem.spec.max_score
@@ -291,20 +315,28 @@ def test_check_without_torch_gives_a_one_line_install_hint(packs: dict[str, Pack
     root = _unzipped(packs[PROBLEMS[0]], tmp_path)
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    done = subprocess.run([str(venv / "bin" / "python"), "check", "solution.py"], cwd=root, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "check", "solution.py"], cwd=root, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == ExitCode.USAGE
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert "--index-url https://download.pytorch.org/whl/cpu" in done.stderr
 
 
-def test_check_of_a_file_that_does_not_import_exits_5(packs: dict[str, Pack], learner_python: Path,
-                                                      tmp_path: Path) -> None:
+def test_check_of_a_file_that_does_not_import_exits_5(
+    packs: dict[str, Pack], learner_python: Path, tmp_path: Path
+) -> None:
     root = _unzipped(packs[PROBLEMS[0]], tmp_path)
     (tmp_path / "broken.py").write_text("def masked_is_weights(:\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERLEET_")} | {"COLUMNS": "160"}
-    done = subprocess.run([str(learner_python), "check", str(tmp_path / "broken.py")], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(learner_python), "check", str(tmp_path / "broken.py")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == ExitCode.IMPORT_FAILED, done.stdout + done.stderr
     assert "SyntaxError" in done.stdout
 
@@ -514,9 +546,11 @@ def _leaks(hidden: list[torch.Tensor], public: list[torch.Tensor], pack: Pack) -
     values = values[[not _short_decimal(v) for v in values.view(torch.float64).tolist()]] if values.numel() else values
     swapped = values.view(torch.uint8).view(-1, 8).flip(1).contiguous().view(torch.int64).flatten()
     return {
-        "windows": int(torch.isin(windows, in_blob).sum()), "windows_searched": windows.numel(),
+        "windows": int(torch.isin(windows, in_blob).sum()),
+        "windows_searched": windows.numel(),
         "values": int(torch.isin(values, in_blob).sum() + torch.isin(swapped, in_blob).sum()),
-        "decimals": int(torch.isin(values, _decimals(pack.texts())).sum()), "values_searched": values.numel(),
+        "decimals": int(torch.isin(values, _decimals(pack.texts())).sum()),
+        "values_searched": values.numel(),
     }
 
 

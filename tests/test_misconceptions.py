@@ -91,7 +91,8 @@ def test_file_holds_only_misconception_tables_with_the_four_fields(problem_id: s
         assert isinstance(entry["explanation"], str)
         owners = entry["owners"]
         assert isinstance(owners, list) and owners and all(isinstance(o, str) for o in owners), (
-            f"{entry['id']}: owners must be a non-empty list of check ids")
+            f"{entry['id']}: owners must be a non-empty list of check ids"
+        )
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
@@ -125,8 +126,9 @@ def test_owners_are_checks_the_solution_declares_it_fails(problem_id: str) -> No
         assert not unknown, f"{entry['id']}: owners {sorted(unknown)} are not checks of {problem_id}"
         (known,) = [k for k in problem.known_wrong() if k.path.name == entry["solution"]]
         undeclared = set(owners) - known.must_fail - known.may_fail
-        assert not undeclared, (f"{entry['id']}: owners {sorted(undeclared)} are in neither must_fail nor may_fail "
-                                f"of {entry['solution']}")
+        assert not undeclared, (
+            f"{entry['id']}: owners {sorted(undeclared)} are in neither must_fail nor may_fail of {entry['solution']}"
+        )
 
 
 # ---------------------------------------------------------------- explanations
@@ -169,14 +171,16 @@ def _public_cases(problem_id: str) -> tuple[Case, ...]:
     expectations = Expectations(problem, problem.spec.public_seed, use_cache=False)
     return tuple(
         Case(check, call, expectations.observation(check.expected, check.cases, index))
-        for check in problem.spec.checks if check.cases
+        for check in problem.spec.checks
+        if check.cases
         for index, call in enumerate(expectations.cases(check.cases))
     )
 
 
 def _solution_functions(problem: Problem, solution: str) -> dict[str, Callable[..., Any]]:
-    module = load_module(f"paperleet_test_misconception_{problem.id}_{Path(solution).stem}",
-                         problem.known_wrong_file(solution))
+    module = load_module(
+        f"paperleet_test_misconception_{problem.id}_{Path(solution).stem}", problem.known_wrong_file(solution)
+    )
     return {f.name: getattr(module, f.name) for f in problem.spec.functions}
 
 
@@ -221,7 +225,8 @@ def _constants(observation: dict[str, Any]) -> tuple[float | None, ...] | None:
 
 def _same_constants(a: tuple[float | None, ...], b: tuple[float | None, ...]) -> bool:
     return len(a) == len(b) and all(
-        x is None or y is None or x == y or (x != x and y != y) for x, y in zip(a, b, strict=True))
+        x is None or y is None or x == y or (x != x and y != y) for x, y in zip(a, b, strict=True)
+    )
 
 
 def _same_as_input(item: dict[str, Any], value: Any) -> bool:
@@ -278,9 +283,21 @@ def test_trivial_detector_flags_constant_answers_and_spares_the_reference(proble
         filled = functools.partial(torch.full_like, fill_value=fill)
         constant = [(c, _replace_output(c.expected, filled)) for c in cases]
         assert any("constant" in kind for kind in _trivial_kinds(constant)), fill
-    first_input = [(c, {"output": {"kind": "tensor", "value": next(
-        v for v in c.call.kwargs.values() if type(v) is torch.Tensor).clone(), "requires_grad": False,
-        "has_grad_fn": False, "device": "cpu"}}) for c in cases]
+    first_input = [
+        (
+            c,
+            {
+                "output": {
+                    "kind": "tensor",
+                    "value": next(v for v in c.call.kwargs.values() if type(v) is torch.Tensor).clone(),
+                    "requires_grad": False,
+                    "has_grad_fn": False,
+                    "device": "cpu",
+                }
+            },
+        )
+        for c in cases
+    ]
     assert "an input echoed back" in list(_trivial_kinds(first_input))
 
 
@@ -292,15 +309,21 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
     entry = _entry(problem_id, misconception_id)
     functions = _solution_functions(problem, entry["solution"])
     observations = [(case, _observe(functions, case.call)) for case in _public_cases(problem_id)]
-    differing = {case.check.id for case, obs in observations
-                 if judge_case(case.call.function, case.call.kwargs, obs, case.expected, case.check.compare,
-                               problem.tolerances).verdict != Verdict.PASS}
+    differing = {
+        case.check.id
+        for case, obs in observations
+        if judge_case(
+            case.call.function, case.call.kwargs, obs, case.expected, case.check.compare, problem.tolerances
+        ).verdict
+        != Verdict.PASS
+    }
     assert differing, f"{misconception_id}: behaves like the reference on every public case"
     # an owner is charged only when one of its cases fails; a toy-only owner set is left to `validate`
     differential_owners = {c.id for c in problem.spec.checks if c.id in entry["owners"] and c.cases}
     if differential_owners:
         assert differing & differential_owners, (
             f"{misconception_id}: no public case of its owners {sorted(differential_owners)} tells it from the "
-            f"reference (it differs only in {sorted(differing)})")
+            f"reference (it differs only in {sorted(differing)})"
+        )
     trivial = list(_trivial_kinds(observations))
     assert not trivial, f"{misconception_id}: on every public case its answer is {trivial[0]}"

@@ -46,27 +46,30 @@ def test_real_observations_are_accepted() -> None:
     assert obs["output"]["kind"] == "tensor" and torch.equal(obs["grads"]["logp"], X)
 
 
-@pytest.mark.parametrize(("forged", "reason"), [
-    ([], "not a dict"),
-    ({"inputs_after": {}}, "output"),
-    ({"output": "a tensor, honestly"}, "output"),
-    ({"output": {"kind": "pickle"}}, "unknown kind"),
-    (tensor_output(X.as_subclass(Sneaky)), "not a plain tensor"),
-    (tensor_output([1.0, 2.0]), "not a plain tensor"),
-    (tensor_output(torch.zeros(1).expand(MAX_ELEMENTS + 1)), "elements"),
-    (tensor_output(X, requires_grad="yes"), "requires_grad"),
-    (tensor_output(X, has_grad_fn=None), "has_grad_fn"),
-    ({"output": {"kind": "sequence", "items": "abc"}}, "item list"),
-    ({"output": {"kind": "sequence", "items": [{"kind": "python"}] * 65}}, "item list"),
-    ({"raised": "ValueError"}, "exception"),
-    ({"raised": {"type": "ValueError", "bases": "ValueError"}}, "exception"),
-    ({**tensor_output(X), "grads": [X]}, "grads"),
-    ({**tensor_output(X), "grads": {"logp": X.as_subclass(Sneaky)}}, "grad of logp"),
-    ({**tensor_output(X), "grads": {"logp": "zeros"}}, "grad of logp"),
-    ({**tensor_output(X), "backward_error": 3}, "backward_error"),
-    ({"output": tensor_output(X)["output"], "inputs_after": {"logp": 1.0}}, "input logp"),
-    ({"output": tensor_output(X)["output"], "inputs_after": [X]}, "inputs_after"),
-])
+@pytest.mark.parametrize(
+    ("forged", "reason"),
+    [
+        ([], "not a dict"),
+        ({"inputs_after": {}}, "output"),
+        ({"output": "a tensor, honestly"}, "output"),
+        ({"output": {"kind": "pickle"}}, "unknown kind"),
+        (tensor_output(X.as_subclass(Sneaky)), "not a plain tensor"),
+        (tensor_output([1.0, 2.0]), "not a plain tensor"),
+        (tensor_output(torch.zeros(1).expand(MAX_ELEMENTS + 1)), "elements"),
+        (tensor_output(X, requires_grad="yes"), "requires_grad"),
+        (tensor_output(X, has_grad_fn=None), "has_grad_fn"),
+        ({"output": {"kind": "sequence", "items": "abc"}}, "item list"),
+        ({"output": {"kind": "sequence", "items": [{"kind": "python"}] * 65}}, "item list"),
+        ({"raised": "ValueError"}, "exception"),
+        ({"raised": {"type": "ValueError", "bases": "ValueError"}}, "exception"),
+        ({**tensor_output(X), "grads": [X]}, "grads"),
+        ({**tensor_output(X), "grads": {"logp": X.as_subclass(Sneaky)}}, "grad of logp"),
+        ({**tensor_output(X), "grads": {"logp": "zeros"}}, "grad of logp"),
+        ({**tensor_output(X), "backward_error": 3}, "backward_error"),
+        ({"output": tensor_output(X)["output"], "inputs_after": {"logp": 1.0}}, "input logp"),
+        ({"output": tensor_output(X)["output"], "inputs_after": [X]}, "inputs_after"),
+    ],
+)
 def test_forged_observations_are_malformed(forged: Any, reason: str) -> None:
     with pytest.raises(Malformed, match=reason):
         accept_observation(forged)
@@ -85,8 +88,10 @@ def test_deeply_nested_sequences_are_malformed() -> None:
 
 def test_matching_output_passes() -> None:
     want = observed(double)
-    assert judge_case("f", {"logp": X}, observed(double), want, ["type", "shape", "dtype", "values"],
-                      TOLERANCES).verdict == Verdict.PASS
+    assert (
+        judge_case("f", {"logp": X}, observed(double), want, ["type", "shape", "dtype", "values"], TOLERANCES).verdict
+        == Verdict.PASS
+    )
 
 
 def test_value_mismatch_fails_with_evidence() -> None:
@@ -96,12 +101,15 @@ def test_value_mismatch_fails_with_evidence() -> None:
     assert outcome.mismatch.message.startswith("f[1, 0]: expected 6, got 6.5")
 
 
-@pytest.mark.parametrize(("function", "aspect", "words"), [
-    (lambda logp: float(logp.detach().sum()), "type", "expected a torch.Tensor, got a Python float"),
-    (lambda logp: logp.detach().float() * 2, "dtype", "expected dtype torch.float64, got torch.float32"),
-    (lambda logp: logp.detach().reshape(3, 2) * 2, "shape", "expected shape (2, 3), got (3, 2)"),
-    (lambda logp: logp * 2, "requires_grad", "detach it"),
-])
+@pytest.mark.parametrize(
+    ("function", "aspect", "words"),
+    [
+        (lambda logp: float(logp.detach().sum()), "type", "expected a torch.Tensor, got a Python float"),
+        (lambda logp: logp.detach().float() * 2, "dtype", "expected dtype torch.float64, got torch.float32"),
+        (lambda logp: logp.detach().reshape(3, 2) * 2, "shape", "expected shape (2, 3), got (3, 2)"),
+        (lambda logp: logp * 2, "requires_grad", "detach it"),
+    ],
+)
 def test_each_output_aspect_names_what_differs(function: Any, aspect: Aspect, words: str) -> None:
     got = observed(function, ("logp",))
     outcome = judge_case("f", {"logp": X}, got, observed(double, ("logp",)), [aspect], TOLERANCES)
@@ -150,8 +158,9 @@ def test_wrong_exception_type_fails() -> None:
     def raise_type_error(logp: torch.Tensor) -> torch.Tensor:
         raise TypeError("nope")
 
-    outcome = judge_case("f", {"logp": X}, observed(raise_type_error), observed(raise_value_error), ["raises"],
-                         TOLERANCES)
+    outcome = judge_case(
+        "f", {"logp": X}, observed(raise_type_error), observed(raise_value_error), ["raises"], TOLERANCES
+    )
     assert outcome.verdict == Verdict.FAIL and "TypeError" in outcome.mismatch.message  # type: ignore[union-attr]
 
 
@@ -183,8 +192,9 @@ def test_no_gradient_expected_accepts_none_and_zeros() -> None:
 
 
 def test_no_gradient_expected_rejects_a_nonzero_gradient() -> None:
-    mismatch = compare_grads(grads_obs(rollout_logp=torch.ones(2, 3)), grads_obs(rollout_logp=None), GRAD_ASPECTS,
-                             TOLERANCES)
+    mismatch = compare_grads(
+        grads_obs(rollout_logp=torch.ones(2, 3)), grads_obs(rollout_logp=None), GRAD_ASPECTS, TOLERANCES
+    )
     assert mismatch is not None and "stop-gradient" in mismatch.message
 
 
@@ -266,20 +276,30 @@ def test_allowed_dtypes_are_accepted(dtype: torch.dtype) -> None:
     assert got["output"]["value"].dtype == dtype
 
 
-@pytest.mark.parametrize("value", [
-    torch.zeros(3, dtype=torch.float8_e4m3fn), torch.zeros(3, dtype=torch.float8_e5m2),
-    torch.zeros(3, dtype=torch.uint8).view(torch.bits8), torch.zeros(3, dtype=torch.complex64),
-    torch.zeros(3, dtype=torch.uint16), torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        torch.zeros(3, dtype=torch.float8_e4m3fn),
+        torch.zeros(3, dtype=torch.float8_e5m2),
+        torch.zeros(3, dtype=torch.uint8).view(torch.bits8),
+        torch.zeros(3, dtype=torch.complex64),
+        torch.zeros(3, dtype=torch.uint16),
+        torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8),
+    ],
+)
 def test_dtypes_outside_the_allow_list_are_malformed(value: torch.Tensor) -> None:
     with pytest.raises(Malformed, match="dtype"):
         accept_observation(tensor_output(value))
 
 
-@pytest.mark.parametrize(("value", "reason"), [
-    (torch.zeros(3).to_sparse(), "dense"), (torch.zeros(3, device="meta"), "device"),
-    (torch.zeros([1] * 17), "dimensions"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (torch.zeros(3).to_sparse(), "dense"),
+        (torch.zeros(3, device="meta"), "device"),
+        (torch.zeros([1] * 17), "dimensions"),
+    ],
+)
 def test_layouts_devices_and_shapes_outside_the_allow_list_are_malformed(value: torch.Tensor, reason: str) -> None:
     with pytest.raises(Malformed, match=reason):
         accept_observation(tensor_output(value))
@@ -299,16 +319,47 @@ def _nested(depth: int) -> list[Any]:
     return value
 
 
-@pytest.mark.parametrize("forged", [
-    {"raised": {"type": "ValueError", "bases": _nested(50_000), "message": "deep"}},
-    {"raised": {"type": "ValueError", "bases": ["ValueError"], "message": _nested(50_000)}},
-    {"output": {"kind": "python", "type": "list", "value": _nested(50_000)}},
-    {"output": {"kind": "sequence", "type": "list", "items": [{"kind": "sequence", "type": "t", "items": [
-        {"kind": "sequence", "type": "t", "items": [{"kind": "sequence", "type": "t", "items": [
-            {"kind": "sequence", "type": "t", "items": [{"kind": "sequence", "type": "t", "items": []}]}]}]}]}]}},
-    {**tensor_output(X), "grads": {("logp",): X}},
-    {**tensor_output(X), "inputs_after": {"logp": X, 7: X}},
-])
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"raised": {"type": "ValueError", "bases": _nested(50_000), "message": "deep"}},
+        {"raised": {"type": "ValueError", "bases": ["ValueError"], "message": _nested(50_000)}},
+        {"output": {"kind": "python", "type": "list", "value": _nested(50_000)}},
+        {
+            "output": {
+                "kind": "sequence",
+                "type": "list",
+                "items": [
+                    {
+                        "kind": "sequence",
+                        "type": "t",
+                        "items": [
+                            {
+                                "kind": "sequence",
+                                "type": "t",
+                                "items": [
+                                    {
+                                        "kind": "sequence",
+                                        "type": "t",
+                                        "items": [
+                                            {
+                                                "kind": "sequence",
+                                                "type": "t",
+                                                "items": [{"kind": "sequence", "type": "t", "items": []}],
+                                            }
+                                        ],
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        },
+        {**tensor_output(X), "grads": {("logp",): X}},
+        {**tensor_output(X), "inputs_after": {"logp": X, 7: X}},
+    ],
+)
 def test_deep_or_odd_nesting_is_malformed_never_a_recursion_error(forged: dict[str, Any]) -> None:
     with pytest.raises(Malformed):
         accept_observation(forged)
@@ -323,8 +374,12 @@ def test_every_sequence_level_can_hold_the_maximum_without_exhausting_the_judge(
 
 
 def test_learner_text_is_cleaned_and_bounded_where_it_is_accepted() -> None:
-    raised = {"type": "Boom\x1b[2J", "bases": ["Boom\x1b[2J", "ValueError"], "message": "\ud800" + "m" * 9000,
-              "where": "line 3\x1b]0;t\x07"}
+    raised = {
+        "type": "Boom\x1b[2J",
+        "bases": ["Boom\x1b[2J", "ValueError"],
+        "message": "\ud800" + "m" * 9000,
+        "where": "line 3\x1b]0;t\x07",
+    }
     got = accept_observation({"raised": raised, "inputs_after": {}})["raised"]
     assert got["type"] == "Boom\\x1b[2J" and got["bases"][1] == "ValueError"
     assert got["message"].startswith("\N{REPLACEMENT CHARACTER}") and got["message"].endswith("more characters)")
@@ -337,7 +392,7 @@ def test_an_answer_carrying_megabytes_of_text_is_malformed() -> None:
 
 
 def test_huge_python_values_are_malformed() -> None:
-    for value in (10 ** 400, "s" * 100_000):
+    for value in (10**400, "s" * 100_000):
         with pytest.raises(Malformed):
             accept_observation({"output": {"kind": "python", "type": type(value).__name__, "value": value}})
 
@@ -350,28 +405,34 @@ def _param(name: Any, kind: str = "POSITIONAL_OR_KEYWORD", has_default: Any = Fa
 
 
 def test_a_real_hello_is_accepted_as_sent() -> None:
-    hello = {"op": "ready", "functions": {
-        "f": {"callable": True, "params": [_param("logp"), _param("clip", "KEYWORD_ONLY", True)]},
-        "g": {"callable": False, "type": "int"},
-        "h": {"callable": True, "error": "no signature found for builtin"},
-    }}
+    hello = {
+        "op": "ready",
+        "functions": {
+            "f": {"callable": True, "params": [_param("logp"), _param("clip", "KEYWORD_ONLY", True)]},
+            "g": {"callable": False, "type": "int"},
+            "h": {"callable": True, "error": "no signature found for builtin"},
+        },
+    }
     assert accept_hello(hello) == hello
 
 
-@pytest.mark.parametrize("functions", [
-    {"f": {"callable": True, "params": [_param(["logp"])]}},
-    {"f": {"callable": True, "params": [_param(7)]}},
-    {"f": {"callable": True, "params": [_param(None)]}},
-    {"f": {"callable": True, "params": [_param("not an identifier")]}},
-    {"f": {"callable": True, "params": [_param("logp", kind="SPREAD")]}},
-    {"f": {"callable": True, "params": [_param("logp", has_default="no")]}},
-    {"f": {"callable": True, "params": "logp"}},
-    {"f": {"callable": "yes"}},
-    {"f": 5},
-    {7: {"callable": False, "type": "int"}},
-    {"f": {"callable": True, "params": [_param(f"p{i}") for i in range(1000)]}},
+@pytest.mark.parametrize(
     "functions",
-])
+    [
+        {"f": {"callable": True, "params": [_param(["logp"])]}},
+        {"f": {"callable": True, "params": [_param(7)]}},
+        {"f": {"callable": True, "params": [_param(None)]}},
+        {"f": {"callable": True, "params": [_param("not an identifier")]}},
+        {"f": {"callable": True, "params": [_param("logp", kind="SPREAD")]}},
+        {"f": {"callable": True, "params": [_param("logp", has_default="no")]}},
+        {"f": {"callable": True, "params": "logp"}},
+        {"f": {"callable": "yes"}},
+        {"f": 5},
+        {7: {"callable": False, "type": "int"}},
+        {"f": {"callable": True, "params": [_param(f"p{i}") for i in range(1000)]}},
+        "functions",
+    ],
+)
 def test_a_forged_hello_is_the_learners_import_error(functions: Any) -> None:
     accepted = accept_hello({"op": "ready", "functions": functions})
     assert accepted["op"] == "import_error" and accepted["line"] is None
@@ -379,8 +440,9 @@ def test_a_forged_hello_is_the_learners_import_error(functions: Any) -> None:
 
 
 def test_an_import_error_hello_is_bounded_and_clean() -> None:
-    accepted = accept_hello({"op": "import_error", "type": "SyntaxError", "message": "\x1b[2J" + "x" * (8 << 20),
-                             "line": "4"})
+    accepted = accept_hello(
+        {"op": "import_error", "type": "SyntaxError", "message": "\x1b[2J" + "x" * (8 << 20), "line": "4"}
+    )
     assert len(accepted["message"]) <= 4096 and "\x1b" not in accepted["message"]
     assert accepted["line"] is None and accepted["type"] == "SyntaxError"
 

@@ -25,9 +25,10 @@ from grader.outputs.report import Report
 from grader.text import submission_folder
 
 PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold] &amp; </pre>'
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5Erk"
-                       "Jggg==")  # a 1x1 image
-HOSTILE = f'''
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)  # a 1x1 image
+HOSTILE = f"""
 import sys
 
 PAYLOAD = {PAYLOAD!r}
@@ -41,7 +42,7 @@ def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
 
 def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
     raise RuntimeError(PAYLOAD)
-'''
+"""
 
 
 class Page(HTMLParser):
@@ -80,25 +81,57 @@ class Page(HTMLParser):
 
 
 def check(check_id: str, verdict: str, message: str, score: float = 0.0) -> dict[str, Any]:
-    return {"id": check_id, "title": f"title of {check_id}", "verdict": verdict, "score": score, "max_score": 2.0,
-            "message": message, "duration_s": 0.01, "cases_passed": 0, "cases_total": 3}
+    return {
+        "id": check_id,
+        "title": f"title of {check_id}",
+        "verdict": verdict,
+        "score": score,
+        "max_score": 2.0,
+        "message": message,
+        "duration_s": 0.01,
+        "cases_passed": 0,
+        "cases_total": 3,
+    }
 
 
-def make_report(submission: str = "mallory.py", score: float = 2.0, text: str = PAYLOAD,
-                artifacts: tuple[str, ...] = ()) -> Report:
+def make_report(
+    submission: str = "mallory.py", score: float = 2.0, text: str = PAYLOAD, artifacts: tuple[str, ...] = ()
+) -> Report:
     tiers = [
-        {"tier": "T0", "title": "Contracts", "score": 2.0, "max_score": 4.0,
-         "checks": [check("signatures", "pass", "all 2 cases passed", 2.0), check("contract", "error", text)]},
-        {"tier": "T3", "title": "Toy experiment", "score": 0.0, "max_score": 2.0,
-         "checks": [check("sweep", "fail", text)]},
+        {
+            "tier": "T0",
+            "title": "Contracts",
+            "score": 2.0,
+            "max_score": 4.0,
+            "checks": [check("signatures", "pass", "all 2 cases passed", 2.0), check("contract", "error", text)],
+        },
+        {
+            "tier": "T3",
+            "title": "Toy experiment",
+            "score": 0.0,
+            "max_score": 2.0,
+            "checks": [check("sweep", "fail", text)],
+        },
     ]
-    return Report.model_validate({
-        "problem": "demo", "submission": submission, "submission_sha256": "0" * 64, "status": "graded",
-        "score": score, "max_score": 6.0, "tiers": tiers, "artifacts": list(artifacts), "seed": 7,
-        "versions": {"python": "3.11", "torch": "2", "grader": "0.1"}, "problem_hash": "f" * 64,
-        "command": f"python -m grader grade {submission} --problem demo --seed 7",
-        "stdout": text, "stderr": text, "message": text,
-    })
+    return Report.model_validate(
+        {
+            "problem": "demo",
+            "submission": submission,
+            "submission_sha256": "0" * 64,
+            "status": "graded",
+            "score": score,
+            "max_score": 6.0,
+            "tiers": tiers,
+            "artifacts": list(artifacts),
+            "seed": 7,
+            "versions": {"python": "3.11", "torch": "2", "grader": "0.1"},
+            "problem_hash": "f" * 64,
+            "command": f"python -m grader grade {submission} --problem demo --seed 7",
+            "stdout": text,
+            "stderr": text,
+            "message": text,
+        }
+    )
 
 
 def csp(page: Page) -> dict[str, str]:
@@ -153,7 +186,10 @@ def test_report_page_shows_checks_scores_and_the_command() -> None:
     page = Page(render_report_page(report, []))
     rows = [attrs for tag, attrs in page.tags if tag == "tr" and attrs.get("id", "").startswith("check-")]
     assert [(r["id"], r["data-verdict"]) for r in rows] == [
-        ("check-signatures", "pass"), ("check-contract", "error"), ("check-sweep", "fail")]
+        ("check-signatures", "pass"),
+        ("check-contract", "error"),
+        ("check-sweep", "fail"),
+    ]
     assert "2/6" in page.body_text and report.command in page.body_text
 
 

@@ -87,8 +87,9 @@ def test_a_job_falls_back_to_a_process_of_its_own_when_the_server_is_gone(proble
     server.close()
 
 
-def test_a_figure_drawn_before_is_copied_and_a_file_drawn_over_is_never_a_source(problem: Problem,
-                                                                                  tmp_path: Path) -> None:
+def test_a_figure_drawn_before_is_copied_and_a_file_drawn_over_is_never_a_source(
+    problem: Problem, tmp_path: Path
+) -> None:
     series = _series(problem)
     other = {name: value.flip(0) for name, value in series.items()}
     files = [plot.file for plot in problem.spec.plots]

@@ -165,6 +165,7 @@ def test_worker_imports_only_torch_the_standard_library_and_itself() -> None:
 
 def test_import_scan_sees_a_forbidden_import(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
-    path.write_text("from .. import judge\nfrom grader.judge.checks import REGISTRY\nimport numpy\n"
-                    "from . import protocol\n")
+    path.write_text(
+        "from .. import judge\nfrom grader.judge.checks import REGISTRY\nimport numpy\nfrom . import protocol\n"
+    )
     assert _imports(path) == [(2, "judge"), (0, "grader.judge.checks"), (0, "numpy"), (1, "protocol")]

@@ -64,8 +64,9 @@ class Proof:
     def grade_many(self, files: list[Path], seed: int) -> list[Report]:
         """`validate`'s way of grading, served from this run's reports (grading what was never asked before)."""
         if seed == self.first_seed and (self.reference, seed) not in self._reports:
-            self._grade([self.reference, *(k.path for k in self.problem.known_wrong()),
-                         *trivial_files(self.problem)], seed)
+            self._grade(
+                [self.reference, *(k.path for k in self.problem.known_wrong()), *trivial_files(self.problem)], seed
+            )
         missing = list(dict.fromkeys(f for f in files if (f, seed) not in self._reports))
         if missing:
             self._grade(missing, seed)
@@ -179,8 +180,9 @@ def test_a_known_wrong_header_that_names_the_wrong_checks_is_caught(proofs, monk
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_validate_says_valid(proofs, problem_id: str, monkeypatch: pytest.MonkeyPatch,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_says_valid(
+    proofs, problem_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The `validate` command on this run's reports: exit code and verdict line, and no finding about anything
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
@@ -246,9 +248,13 @@ def test_trivial_answer_passes_no_t1_or_t2_unit_on_any_seed(problem_id: str, nam
     problem = _problem(problem_id)
     (path,) = [p for p in trivial_files(problem) if p.stem == name]
     functions = _functions(problem, path)
-    passes = [f"seed {seed}, {check.id}: {label}" for seed in _seeds(problem_id)
-              for check in problem.spec.checks if check.tier in ("T1", "T2") and check.cases
-              for label in _passed_units(problem, check, seed, functions)]
+    passes = [
+        f"seed {seed}, {check.id}: {label}"
+        for seed in _seeds(problem_id)
+        for check in problem.spec.checks
+        if check.tier in ("T1", "T2") and check.cases
+        for label in _passed_units(problem, check, seed, functions)
+    ]
     assert not passes, "\n".join(passes[:10])
 
 
@@ -268,6 +274,9 @@ def test_trivial_answer_matches_no_t3_series(problem_id: str, name: str) -> None
         got, _, _ = run_series(problem, seed, functions)  # a part the answer breaks has no series to match
         for check in (c for c in problem.spec.checks if c.kind == "experiment"):
             tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
-            matches += [f"seed {seed}, {check.id}: {s}" for s in check.series
-                        if s in got and compare_tensors(s, got[s], want[s], tol) is None]
+            matches += [
+                f"seed {seed}, {check.id}: {s}"
+                for s in check.series
+                if s in got and compare_tensors(s, got[s], want[s], tol) is None
+            ]
     assert not matches, matches

@@ -28,10 +28,20 @@ def roundtrip(message: dict[str, Any]) -> dict[str, Any]:
 
 def test_plain_data_round_trips() -> None:
     message: dict[str, Any] = {
-        "op": "call", "n": 3, "x": 0.25, "flag": True, "nothing": None, "names": ["logp", "mask"],
-        "nested": {"deep": [1, {"deeper": "yes"}]}, "nan": math.nan,
-        "tensors": [torch.arange(6, dtype=torch.float64).reshape(2, 3), torch.tensor([True, False]),
-                    torch.tensor(1.5, dtype=torch.float32), torch.full((2,), math.inf)],
+        "op": "call",
+        "n": 3,
+        "x": 0.25,
+        "flag": True,
+        "nothing": None,
+        "names": ["logp", "mask"],
+        "nested": {"deep": [1, {"deeper": "yes"}]},
+        "nan": math.nan,
+        "tensors": [
+            torch.arange(6, dtype=torch.float64).reshape(2, 3),
+            torch.tensor([True, False]),
+            torch.tensor(1.5, dtype=torch.float32),
+            torch.full((2,), math.inf),
+        ],
     }
     back = roundtrip(message)
     assert back["nested"] == message["nested"] and back["names"] == message["names"]
@@ -159,11 +169,22 @@ def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def test_every_message_builder_survives_a_frame_with_its_op_a_plain_string() -> None:
     call = Call("f", {"x": torch.ones(2)}, "label", ("x",), True, hidden=True, group="g")
-    built = [messages.calls_request([call.request()]), messages.ready({"f": {"callable": True, "params": []}}),
-             messages.import_failed({"type": "SyntaxError", "message": "bad"}, 3),
-             messages.observed({"inputs_after": {}}), messages.missing("f"), messages.request_error("no")]
-    ops = [messages.Op.CALLS, messages.Op.READY, messages.Op.IMPORT_ERROR, messages.Op.OBSERVED, messages.Op.MISSING,
-           messages.Op.ERROR]
+    built = [
+        messages.calls_request([call.request()]),
+        messages.ready({"f": {"callable": True, "params": []}}),
+        messages.import_failed({"type": "SyntaxError", "message": "bad"}, 3),
+        messages.observed({"inputs_after": {}}),
+        messages.missing("f"),
+        messages.request_error("no"),
+    ]
+    ops = [
+        messages.Op.CALLS,
+        messages.Op.READY,
+        messages.Op.IMPORT_ERROR,
+        messages.Op.OBSERVED,
+        messages.Op.MISSING,
+        messages.Op.ERROR,
+    ]
     for message, op in zip(built, ops, strict=True):
         assert type(message["op"]) is str and _wire(message)["op"] == op
     (sent,) = messages.read_calls(_wire(built[0]))
@@ -175,25 +196,39 @@ def test_a_call_round_trips_through_its_one_serialization() -> None:
     call = Call("f", {"x": torch.ones(2), "n": 3}, "label", ("x",), True, hidden=True, group="g")
     again = Call.from_data(_wire(call.to_data()))
     assert (again.function, again.label, again.requires_grad, again.backward, again.hidden, again.group) == (
-        "f", "label", ("x",), True, True, "g")
+        "f",
+        "label",
+        ("x",),
+        True,
+        True,
+        "g",
+    )
     assert torch.equal(again.kwargs["x"], torch.ones(2)) and again.kwargs["n"] == 3
 
 
-@pytest.mark.parametrize("request_", [
-    {"op": "call", "calls": []},
-    {"op": "calls", "calls": {}},
-    {"op": "calls", "calls": [{"function": 1, "kwargs": {}, "requires_grad": [], "backward": False}]},
-    {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [], "backward": 1}]},
-    {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [2], "backward": False}]},
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"op": "call", "calls": []},
+        {"op": "calls", "calls": {}},
+        {"op": "calls", "calls": [{"function": 1, "kwargs": {}, "requires_grad": [], "backward": False}]},
+        {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [], "backward": 1}]},
+        {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [2], "backward": False}]},
+    ],
+)
 def test_a_request_of_the_wrong_form_is_refused(request_: dict) -> None:
     with pytest.raises(ValueError):
         messages.read_calls(request_)
 
 
 def test_the_worker_config_is_checked_field_by_field() -> None:
-    config = {"submission": "/runtime/submission.py", "functions": ["f"], "request_fd": 3, "response_fd": 4,
-              "max_frame_bytes": 1 << 30}
+    config = {
+        "submission": "/runtime/submission.py",
+        "functions": ["f"],
+        "request_fd": 3,
+        "response_fd": 4,
+        "max_frame_bytes": 1 << 30,
+    }
     assert messages.read_worker_config(config) == config
     for field, wrong in [("request_fd", True), ("functions", "f"), ("submission", None)]:
         with pytest.raises(ValueError, match=field):
@@ -201,13 +236,29 @@ def test_the_worker_config_is_checked_field_by_field() -> None:
 
 
 def test_the_sandbox_config_is_checked_before_any_step() -> None:
-    config = {"argv": ["python"], "worker": {}, "env": {"PATH": "/bin"}, "rlimits": {"RLIMIT_CORE": 0}, "uid": 1,
-              "gid": 1, "drop_uid": False, "die_with_parent": True, "cwd": "/", "tmp_mb": 64, "cgroups": []}
+    config = {
+        "argv": ["python"],
+        "worker": {},
+        "env": {"PATH": "/bin"},
+        "rlimits": {"RLIMIT_CORE": 0},
+        "uid": 1,
+        "gid": 1,
+        "drop_uid": False,
+        "die_with_parent": True,
+        "cwd": "/",
+        "tmp_mb": 64,
+        "cgroups": [],
+    }
     assert check_config(config) == config
     boxed = {**config, "box": "/b", "binds": [["/usr", "/usr", True]], "masks": [], "files": {"/etc/hosts": ""}}
     assert check_config(boxed) == boxed
-    for wrong in [{**config, "uid": "0"}, {**config, "rlimits": {"RLIMIT_AS": 1.5}}, {**config, "shell": True},
-                  {**config, "box": "/b"}, {**boxed, "binds": [["/usr", "/usr"]]},
-                  dict(list(config.items())[1:])]:
+    for wrong in [
+        {**config, "uid": "0"},
+        {**config, "rlimits": {"RLIMIT_AS": 1.5}},
+        {**config, "shell": True},
+        {**config, "box": "/b"},
+        {**boxed, "binds": [["/usr", "/usr"]]},
+        dict(list(config.items())[1:]),
+    ]:
         with pytest.raises(ValueError):
             check_config(wrong)

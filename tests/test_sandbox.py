@@ -45,7 +45,7 @@ PLANTED = "/opt/planted-site"  # where the box shows the planted site folder
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to grant namespaces and slot uids")
 
 # Imported by the worker: reports what it can see and do, then leaves a double-forked daemon behind.
-PROBE = r'''
+PROBE = r"""
 import json, os, socket, subprocess, sys
 
 def readable(path):
@@ -79,7 +79,7 @@ if os.fork() == 0:
         os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(60)", MARKER])
     os._exit(0)
 os.wait()
-'''
+"""
 
 
 def _marked_processes(marker: str = MARKER) -> list[str]:
@@ -115,8 +115,9 @@ def inside(level: Level, site: Path, tmp_path: Path) -> dict[str, Any]:
             return [*super().binds(), (str(site), PLANTED, True)]  # not below /tmp, which the box replaces
 
     submission = tmp_path / "probe.py"
-    submission.write_text(f"SECRET = '{PLANTED}/grader/secret.txt'\nVISIBLE = '{PLANTED}/visible.txt'\n"
-                          f"MARKER = {MARKER!r}\n" + PROBE)
+    submission.write_text(
+        f"SECRET = '{PLANTED}/grader/secret.txt'\nVISIBLE = '{PLANTED}/visible.txt'\nMARKER = {MARKER!r}\n" + PROBE
+    )
     slot = Slot()
     box = PlantedBox(submission, None, Limits(), level, slot)
     worker = WorkerProcess(box, ["masked_is_weights"])
@@ -146,8 +147,22 @@ def test_namespaces_and_uid_box(planted: Path, tmp_path: Path) -> None:
     assert 1 not in facts["pids"] and facts["pids"] == [facts["pid"]]  # its init is hidden, the host invisible
     assert set(facts["etc"]) <= {*sandbox.ETC_ENTRIES, "passwd", "group", "hostname", "hosts"}
     python_tops = {Path(os.path.realpath(p)).parts[1] for p in (sys.base_prefix, sys.prefix)}
-    assert set(facts["root"]) <= {"usr", "lib", "lib64", "lib32", "bin", "sbin", "etc", "opt", "runtime", "scratch",
-                                  "tmp", "dev", "proc", *python_tops}
+    assert set(facts["root"]) <= {
+        "usr",
+        "lib",
+        "lib64",
+        "lib32",
+        "bin",
+        "sbin",
+        "etc",
+        "opt",
+        "runtime",
+        "scratch",
+        "tmp",
+        "dev",
+        "proc",
+        *python_tops,
+    }
     assert facts["hostname"] == "paperleet"
     assert facts["cap_eff"] == "0000000000000000" and facts["no_new_privs"] == "1"
     assert not facts["loopback"] and not facts["shadow"] and not facts["runtime_writable"]
@@ -198,10 +213,25 @@ def test_a_judge_that_dies_takes_its_workers_along(level: Level, tmp_path: Path)
     marker = f"paperleet-sandbox-linger-{level}"
     submission = tmp_path / "linger.py"
     submission.write_text(f"MARKER = {marker!r}\n" + LINGER)
-    judge = subprocess.Popen([sys.executable, "-m", "grader", "grade", str(submission), "--problem", PROBLEM,
-                              "--out", str(tmp_path / "out"), "--import-timeout", "100"], cwd=ROOT,
-                             env={**os.environ, "PAPERLEET_ISOLATION": level}, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    judge = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            str(submission),
+            "--problem",
+            PROBLEM,
+            "--out",
+            str(tmp_path / "out"),
+            "--import-timeout",
+            "100",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PAPERLEET_ISOLATION": level},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert _wait_for(lambda: _marked_processes(marker), 60), "the worker never started its daemon"
     finally:
@@ -225,13 +255,20 @@ def _as_nobody(command: list[str], env: dict[str, str], stage: Path) -> list[str
         closed = next((f for f in reversed(need.parents) if not f.stat().st_mode & 0o001), None)
         if closed is None:
             continue
-        script += [f"mkdir -p {stage}/{index}", f"mount --bind {need} {stage}/{index}",
-                   f"mountpoint -q {closed} && [ -e {closed}/.paperleet-open ] || "
-                   f"{{ mount -t tmpfs -o mode=0755,size=1m tmpfs {closed} && touch {closed}/.paperleet-open; }}",
-                   f"mkdir -p {need}", f"mount --bind {stage}/{index} {need}"]
+        script += [
+            f"mkdir -p {stage}/{index}",
+            f"mount --bind {need} {stage}/{index}",
+            f"mountpoint -q {closed} && [ -e {closed}/.paperleet-open ] || "
+            f"{{ mount -t tmpfs -o mode=0755,size=1m tmpfs {closed} && touch {closed}/.paperleet-open; }}",
+            f"mkdir -p {need}",
+            f"mount --bind {stage}/{index} {need}",
+        ]
     assignments = [f"{k}={v}" for k, v in env.items()]
-    script.append(shlex.join(["exec", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
-                              *assignments, *command]))
+    script.append(
+        shlex.join(
+            ["exec", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i", *assignments, *command]
+        )
+    )
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script)]
 
 
@@ -253,17 +290,41 @@ def _grade_as_nobody(home: Path) -> dict[str, Any]:
         shutil.copyfile(HOSTILE / name, folder / name)
         (folder / name).chmod(0o644)
     folder.chmod(0o755)
-    env = {"HOME": str(home), "MPLCONFIGDIR": str(home / "mpl"), "PAPERLEET_CACHE": str(home / "cache"),
-           "PAPERLEET_ARTIFACTS": str(home / "artifacts"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env = {
+        "HOME": str(home),
+        "MPLCONFIGDIR": str(home / "mpl"),
+        "PAPERLEET_CACHE": str(home / "cache"),
+        "PAPERLEET_ARTIFACTS": str(home / "artifacts"),
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+    }
     python = [sys.executable, "-m", "grader"]
     stage = home / "stage"
-    probe = subprocess.run(_as_nobody([sys.executable, "-c", "from grader.confine.sandbox import best_level; "
-                                       "print(best_level())"], env, stage), cwd=ROOT, capture_output=True,
-                           text=True, timeout=60)
+    probe = subprocess.run(
+        _as_nobody(
+            [sys.executable, "-c", "from grader.confine.sandbox import best_level; print(best_level())"], env, stage
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
         pytest.skip(f"cannot run Python as an ordinary user here: {probe.stderr[-300:]}")
-    command = [*python, "grade-all", "--problem", PROBLEM, "--submissions", str(folder), "--out", str(out),
-               "--jobs", "2", "--budget", "60"]
+    command = [
+        *python,
+        "grade-all",
+        "--problem",
+        PROBLEM,
+        "--submissions",
+        str(folder),
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+        "--budget",
+        "60",
+    ]
     result = subprocess.run(_as_nobody(command, env, stage), cwd=ROOT, capture_output=True, text=True, timeout=600)
     time.sleep(4)  # a surviving daemon would show by now
     reports = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/report.json")}
@@ -315,8 +376,9 @@ def test_a_bound_tree_inside_a_secret_stays_visible(tmp_path: Path) -> None:
         (project / name).mkdir(parents=True)
     (project / "pyproject.toml").write_text("")
     binds = [(str(usr), "/usr", True), (str(project / ".venv"), str(project / ".venv"), True)]
-    assert masks(binds, [project]) == [f"/usr/share/project/{n}" for n in ("grader", "pyproject.toml", "reference",
-                                                                          "submissions")]
+    assert masks(binds, [project]) == [
+        f"/usr/share/project/{n}" for n in ("grader", "pyproject.toml", "reference", "submissions")
+    ]
 
 
 def test_every_bind_that_shows_a_secret_is_masked(tmp_path: Path) -> None:
@@ -402,11 +464,15 @@ def test_what_torch_save_writes_passes() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
-@pytest.mark.parametrize("make", [
-    lambda: torch.zeros(3, 3).to_sparse(),
-    lambda: torch.zeros(3, device="meta"),
-    lambda: torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.quint8),
-], ids=["sparse", "meta", "quantized"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.zeros(3, 3).to_sparse(),
+        lambda: torch.zeros(3, device="meta"),
+        lambda: torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.quint8),
+    ],
+    ids=["sparse", "meta", "quantized"],
+)
 def test_only_dense_tensors_cross_to_the_judge(make: Any) -> None:
     with pytest.raises(ProtocolError, match="only dense tensors"):
         check_tensors({"op": "observed", "output": {"kind": "tensor", "value": make()}})
@@ -500,15 +566,24 @@ def _run_filter(code: bytes, number: int, arch: int, *args: int) -> int:
         elif op == seccomp.JA:
             pc += 1 + constant
         else:
-            taken = {seccomp.JEQ: accumulator == constant, seccomp.JGE: accumulator >= constant,
-                     seccomp.JSET: bool(accumulator & constant)}[op]
+            taken = {
+                seccomp.JEQ: accumulator == constant,
+                seccomp.JGE: accumulator >= constant,
+                seccomp.JSET: bool(accumulator & constant),
+            }[op]
             pc += 1 + (if_true if taken else if_false)
 
 
 EPERM, ENOSYS = seccomp.RET_ERRNO | errno.EPERM, seccomp.RET_ERRNO | errno.ENOSYS
-NEW_NAMESPACE_FLAGS = {"CLONE_NEWNS": 0x20000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
-                       "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
-                       "CLONE_NEWNET": 0x40000000}
+NEW_NAMESPACE_FLAGS = {
+    "CLONE_NEWNS": 0x20000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+}
 THREAD_FLAGS = 0x3D0F00  # what glibc's pthread_create passes to clone
 
 
@@ -532,12 +607,23 @@ def test_the_filter_decides_every_number_as_its_table_says(machine: str) -> None
     assert _run_filter(code, calls["clone"], arch, 0x11 | (1 << 40)) == seccomp.RET_ALLOW  # fork; high half unread
     assert _run_filter(code, calls["clone3"], arch) == ENOSYS
     families = {family: _run_filter(code, calls["socket"], arch, family) for family in (1, 2, 10, 16, 17, 38, 40)}
-    assert families == {1: seccomp.RET_ALLOW, 2: seccomp.RET_ALLOW, 10: seccomp.RET_ALLOW,
-                        **dict.fromkeys((16, 17, 38, 40), seccomp.RET_ERRNO | errno.EAFNOSUPPORT)}
+    assert families == {
+        1: seccomp.RET_ALLOW,
+        2: seccomp.RET_ALLOW,
+        10: seccomp.RET_ALLOW,
+        **dict.fromkeys((16, 17, 38, 40), seccomp.RET_ERRNO | errno.EAFNOSUPPORT),
+    }
     assert [_run_filter(code, calls["ioctl"], arch, 1, cmd) for cmd in (0x5401, 0x5412, 0x541C)] == [
-        seccomp.RET_ALLOW, EPERM, EPERM]
+        seccomp.RET_ALLOW,
+        EPERM,
+        EPERM,
+    ]
     assert [_run_filter(code, calls["personality"], arch, p) for p in (0, 0xFFFFFFFF, 0x0040000, 8)] == [
-        seccomp.RET_ALLOW, seccomp.RET_ALLOW, EPERM, EPERM]
+        seccomp.RET_ALLOW,
+        seccomp.RET_ALLOW,
+        EPERM,
+        EPERM,
+    ]
 
 
 def test_every_call_of_both_tables_is_decided_once_and_on_purpose() -> None:
@@ -545,11 +631,13 @@ def test_every_call_of_both_tables_is_decided_once_and_on_purpose() -> None:
     kinds = [seccomp.allowed_names(), set(seccomp.ARGUMENT_RULES), seccomp.FALLBACK, denied]
     assert sum(map(len, kinds)) == len(set().union(*kinds))  # no call in two lists
     assert set().union(*kinds) == {name for machine in seccomp.TABLES for name in seccomp.numbers(machine)}
-    required = ("add_key keyctl request_key ptrace process_vm_readv process_vm_writev bpf perf_event_open "
-                "userfaultfd mount umount2 pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick "
-                "mount_setattr unshare setns kexec_load kexec_file_load init_module finit_module delete_module "
-                "io_uring_setup io_uring_enter io_uring_register swapon swapoff reboot acct quotactl "
-                "name_to_handle_at open_by_handle_at lookup_dcookie")
+    required = (
+        "add_key keyctl request_key ptrace process_vm_readv process_vm_writev bpf perf_event_open "
+        "userfaultfd mount umount2 pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick "
+        "mount_setattr unshare setns kexec_load kexec_file_load init_module finit_module delete_module "
+        "io_uring_setup io_uring_enter io_uring_register swapon swapoff reboot acct quotactl "
+        "name_to_handle_at open_by_handle_at lookup_dcookie"
+    )
     assert set(required.split()) <= denied
 
 
@@ -586,8 +674,10 @@ REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
     ("mount_setattr", "mount_setattr", [-1, 1, 0xFFFFFFFF, 0, 0], "EPERM"),
     ("unshare", "unshare", [1], "EPERM"),
     ("setns", "setns", [-1, 0], "EPERM"),
-    *[(f"clone {name}", "clone", [flag | CLONE_SIGHAND, 0, 0, 0, 0], "EPERM")
-      for name, flag in NEW_NAMESPACE_FLAGS.items()],
+    *[
+        (f"clone {name}", "clone", [flag | CLONE_SIGHAND, 0, 0, 0, 0], "EPERM")
+        for name, flag in NEW_NAMESPACE_FLAGS.items()
+    ],
     ("clone3", "clone3", [0, 0], "ENOSYS"),
     ("kexec_load", "kexec_load", [0, 0, 0, 0xFFFFFFFF], "EPERM"),
     ("kexec_file_load", "kexec_file_load", [-1, -1, 0, 0, 0xFFFFFFFF], "EPERM"),
@@ -625,13 +715,14 @@ REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
     ("ioctl TCGETS", "ioctl", [0, 0x5401, 0], "ENOTTY"),
 ]
 X86_64_REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
-    ("modify_ldt", "modify_ldt", [0, 0, 0], "EPERM"), ("iopl", "iopl", [3], "EPERM"),
+    ("modify_ldt", "modify_ldt", [0, 0, 0], "EPERM"),
+    ("iopl", "iopl", [3], "EPERM"),
     ("ioperm", "ioperm", [0, 1, 1], "EPERM"),
 ]
 
 # Imported as a submission: each raw call's outcome, the seccomp mode, threads, a child process and torch at work;
 # on x86_64, a child that enters the kernel through i386's door (int 0x80), which the filter must kill.
-FILTER_PROBE = r'''
+FILTER_PROBE = r"""
 import ctypes, errno, json, mmap, os, signal, subprocess, sys, threading
 import torch
 
@@ -665,7 +756,7 @@ seen["child"] = subprocess.run([sys.executable, "-S", "-c", "print(7)"], capture
 if os.uname().machine == "x86_64":
     seen["i386 entry"] = i386_entry()
 print("CALLS " + json.dumps(seen), flush=True)
-'''
+"""
 
 
 def _i386_entry_works() -> bool:
@@ -684,9 +775,17 @@ def _i386_entry_works() -> bool:
 
 
 @ROOT_ONLY
-@pytest.mark.parametrize("level,forked", [("namespaces+uid", False), ("namespaces+uid", True),
-                                          ("user-namespace", False), ("user-namespace", True),
-                                          ("limits-only", False), ("limits-only", True)])
+@pytest.mark.parametrize(
+    "level,forked",
+    [
+        ("namespaces+uid", False),
+        ("namespaces+uid", True),
+        ("user-namespace", False),
+        ("user-namespace", True),
+        ("limits-only", False),
+        ("limits-only", True),
+    ],
+)
 def test_the_filter_refuses_every_listed_call(level: Level, forked: bool, tmp_path: Path) -> None:
     machine = os.uname().machine
     if machine not in seccomp.TABLES:
@@ -714,7 +813,7 @@ def test_the_filter_refuses_every_listed_call(level: Level, forked: bool, tmp_pa
     assert hello.get("op") == "ready", (hello, out, worker.stderr.text())
     seen = json.loads(next(line for line in out.splitlines() if line.startswith("CALLS ")).removeprefix("CALLS "))
     assert {label: seen[label] for label, *_ in expected} == {label: want for label, _, _, want in expected}
-    assert seen["seccomp mode"] == "2" and seen["thread"] == "ran" and seen["torch"] == 256.0 ** 3
+    assert seen["seccomp mode"] == "2" and seen["thread"] == "ran" and seen["torch"] == 256.0**3
     assert seen["child"] == "7\n"
     if machine == "x86_64":
         assert seen["x32 getpid"] == "ENOSYS"
@@ -727,19 +826,35 @@ def test_a_worker_whose_filter_cannot_be_installed_never_starts(tmp_path: Path) 
     if machine not in seccomp.TABLES:
         pytest.skip(f"no system call table for {machine}")
     # a filter of the sandbox's parent that refuses seccomp() itself: the worker's own cannot be added
-    refuse = seccomp.assemble(machine, {seccomp.numbers(machine)["seccomp"]: EPERM}, seccomp.RET_ALLOW,
-                              seccomp.RET_ALLOW)
+    refuse = seccomp.assemble(
+        machine, {seccomp.numbers(machine)["seccomp"]: EPERM}, seccomp.RET_ALLOW, seccomp.RET_ALLOW
+    )
 
     def refuse_filters() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, which an unprivileged filter needs
         seccomp.install(libc, refuse)
 
-    config = {"argv": [sys.executable, "-S", "-c", "print('the worker ran')"], "worker": {},
-              "env": {"PATH": "/usr/bin:/bin"}, "rlimits": {}, "uid": os.getuid(), "gid": os.getgid(),
-              "drop_uid": False, "die_with_parent": False, "cwd": str(tmp_path), "tmp_mb": 64, "cgroups": []}
-    result = subprocess.run([sys.executable, "-I", "-S", str(INIT_SCRIPT)], input=json.dumps(config).encode(),
-                            capture_output=True, preexec_fn=refuse_filters, timeout=60)
+    config = {
+        "argv": [sys.executable, "-S", "-c", "print('the worker ran')"],
+        "worker": {},
+        "env": {"PATH": "/usr/bin:/bin"},
+        "rlimits": {},
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "drop_uid": False,
+        "die_with_parent": False,
+        "cwd": str(tmp_path),
+        "tmp_mb": 64,
+        "cgroups": [],
+    }
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", str(INIT_SCRIPT)],
+        input=json.dumps(config).encode(),
+        capture_output=True,
+        preexec_fn=refuse_filters,
+        timeout=60,
+    )
     assert result.returncode == 97, result.stderr
     assert b"the worker ran" not in result.stdout
     assert b"could not install the system call filter: seccomp: Operation not permitted" in result.stderr
@@ -764,11 +879,27 @@ def test_a_kernel_without_seccomp_is_named_in_the_record(monkeypatch: pytest.Mon
 
 @ROOT_ONLY
 @pytest.mark.parametrize("level", LEVELS)
-def test_a_correct_file_earns_full_marks_under_the_filter(level: Level, cli_env: dict[str, str],
-                                                          tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "grader", "grade", str(HOSTILE / "honest_correct.py"), "--problem",
-                             PROBLEM, "--out", str(tmp_path)], cwd=ROOT, env={**cli_env, "PAPERLEET_ISOLATION": level},
-                            capture_output=True, text=True, timeout=600)
+def test_a_correct_file_earns_full_marks_under_the_filter(
+    level: Level, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            str(HOSTILE / "honest_correct.py"),
+            "--problem",
+            PROBLEM,
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env={**cli_env, "PAPERLEET_ISOLATION": level},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["isolation"]["level"] == level

@@ -19,8 +19,12 @@ from grader.cli import main
 from grader.course.shards import USAGE, Shard, ShardError, collect, parse_shard
 from grader.model.verdicts import ExitCode
 
-SOURCES = {"correct_compact": SAMPLES / "correct_compact.py", "trivial_zeros": TRIVIAL / "zeros.py",
-           "trivial_echo": TRIVIAL / "echo.py", "broken_missing_function": SAMPLES / "broken_missing_function.py"}
+SOURCES = {
+    "correct_compact": SAMPLES / "correct_compact.py",
+    "trivial_zeros": TRIVIAL / "zeros.py",
+    "trivial_echo": TRIVIAL / "echo.py",
+    "broken_missing_function": SAMPLES / "broken_missing_function.py",
+}
 FAST = list(SOURCES)
 SHARDS = 3
 
@@ -43,8 +47,9 @@ def run_main(capsys: pytest.CaptureFixture[str]):
 # ---------------------------------------------------------------------------------------------- slicing
 
 
-@pytest.mark.parametrize(("text", "shard"), [("0/10", Shard(0, 10)), ("9/10", Shard(9, 10)), (" 2 / 3 ", Shard(2, 3)),
-                                             ("0/1", Shard(0, 1))])
+@pytest.mark.parametrize(
+    ("text", "shard"), [("0/10", Shard(0, 10)), ("9/10", Shard(9, 10)), (" 2 / 3 ", Shard(2, 3)), ("0/1", Shard(0, 1))]
+)
 def test_parse_shard_reads_k_of_n(text: str, shard: Shard) -> None:
     assert parse_shard(text) == shard
 
@@ -75,8 +80,17 @@ def test_a_bad_shard_is_a_usage_error(run_main, tmp_path: Path) -> None:
 def test_an_empty_slice_grades_nothing_and_succeeds(run_main, tmp_path: Path) -> None:
     (tmp_path / "subs").mkdir()
     shutil.copyfile(SOURCES["trivial_zeros"], tmp_path / "subs" / "trivial_zeros.py")
-    code, out, _ = run_main("grade-all", "--problem", PROBLEM, "--submissions", tmp_path / "subs", "--out",
-                            tmp_path / "out", "--shard", "1/2")
+    code, out, _ = run_main(
+        "grade-all",
+        "--problem",
+        PROBLEM,
+        "--submissions",
+        tmp_path / "subs",
+        "--out",
+        tmp_path / "out",
+        "--shard",
+        "1/2",
+    )
     assert code == ExitCode.OK and "nothing to grade" in out
     assert (tmp_path / "out").is_dir() and not list((tmp_path / "out").iterdir())
 
@@ -103,10 +117,17 @@ def runs(run_cli, cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
     full, shared, alone, merged = base / "full", base / "shared", base / "alone", base / "merged"
     common = ["grade-all", "--problem", PROBLEM, "--submissions", str(folder)]
     # the three shards run side by side, as the tasks of an array job do, while the unsharded run waits its turn
-    shards = [subprocess.Popen([sys.executable, "-m", "grader", *common, "--out", str(out), "--jobs", "1",
-                                "--shard", f"{k}/{SHARDS}"], cwd=ROOT, env=cli_env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-              for k, out in enumerate([shared, shared, alone])]
+    shards = [
+        subprocess.Popen(
+            [sys.executable, "-m", "grader", *common, "--out", str(out), "--jobs", "1", "--shard", f"{k}/{SHARDS}"],
+            cwd=ROOT,
+            env=cli_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k, out in enumerate([shared, shared, alone])
+    ]
     for process in shards:
         stdout, stderr = process.communicate(timeout=600)
         assert process.returncode == 0, stdout + stderr
@@ -129,8 +150,9 @@ def test_merged_shards_equal_one_unsharded_run(runs: Runs) -> None:
     assert merged == full and [row["submission"] for row in full] == sorted(f"{name}.py" for name in FAST)
     for name in FAST:
         ours, theirs = (json.loads((out / name / "report.json").read_text()) for out in (runs.merged, runs.full))
-        assert [(c["id"], c["verdict"], c["score"]) for t in ours["tiers"] for c in t["checks"]] == \
-               [(c["id"], c["verdict"], c["score"]) for t in theirs["tiers"] for c in t["checks"]]
+        assert [(c["id"], c["verdict"], c["score"]) for t in ours["tiers"] for c in t["checks"]] == [
+            (c["id"], c["verdict"], c["score"]) for t in theirs["tiers"] for c in t["checks"]
+        ]
 
 
 def test_shards_write_the_same_layout_and_no_class_summary(runs: Runs) -> None:

@@ -53,8 +53,12 @@ def test_every_tier_sums_its_checks() -> None:
 @pytest.mark.parametrize("where", ["top", "limits", "check", "function"])
 def test_unknown_key_is_rejected(raw: dict[str, Any], where: str) -> None:
     data = copy.deepcopy(raw)
-    target = {"top": data, "limits": data.setdefault("limits", {}), "check": data["checks"][0],
-              "function": data["functions"][0]}
+    target = {
+        "top": data,
+        "limits": data.setdefault("limits", {}),
+        "check": data["checks"][0],
+        "function": data["functions"][0],
+    }
     target[where]["surprise"] = 1
     text = _invalid(data)
     assert "surprise" in text and "Extra inputs are not permitted" in text
@@ -114,13 +118,16 @@ def _with_line(tmp_path: Path, check_id: str, line: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("check_id", "kind", "line"), [
-    ("signatures", "signature", 'compare = ["type"]'),
-    ("weights_contract", "differential", 'series = ["sweep"]'),
-    ("weights_contract", "differential", "atol = 1e-6"),
-    ("sweep_weights", "experiment", 'cases = "contract_weights"'),
-    ("sweep_weights", "experiment", 'expected = "oracle"'),
-])
+@pytest.mark.parametrize(
+    ("check_id", "kind", "line"),
+    [
+        ("signatures", "signature", 'compare = ["type"]'),
+        ("weights_contract", "differential", 'series = ["sweep"]'),
+        ("weights_contract", "differential", "atol = 1e-6"),
+        ("sweep_weights", "experiment", 'cases = "contract_weights"'),
+        ("sweep_weights", "experiment", 'expected = "oracle"'),
+    ],
+)
 def test_a_field_of_another_kind_is_rejected(tmp_path: Path, check_id: str, kind: CheckKind, line: str) -> None:
     path = _with_line(tmp_path, check_id, line)
     with pytest.raises(SpecError) as info:
@@ -135,8 +142,9 @@ def test_an_unknown_kind_is_one_line_naming_the_check(tmp_path: Path) -> None:
     path.write_text(SPEC_PATH.read_text().replace('kind = "signature"', 'kind = "vibes"', 1))
     with pytest.raises(SpecError) as info:
         load_spec(path)
-    assert str(info.value) == (f"{path}: check `signatures`: `kind` must be one of signature, differential, "
-                               "experiment, not 'vibes'")
+    assert str(info.value) == (
+        f"{path}: check `signatures`: `kind` must be one of signature, differential, experiment, not 'vibes'"
+    )
 
 
 def test_a_missing_limits_table_means_the_default_limits(raw: dict[str, Any]) -> None:
@@ -150,8 +158,9 @@ def test_a_missing_limits_table_means_the_default_limits(raw: dict[str, Any]) ->
 @pytest.mark.parametrize("problem_id", list_problems())
 def test_problem_loads_as_when_it_restated_every_default(problem_id: str, tmp_path: Path) -> None:
     relative = f"problems/{problem_id}/problem.toml"
-    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{RESTATED_DEFAULTS}:{relative}"],
-                           capture_output=True, text=True, check=False)
+    shown = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{RESTATED_DEFAULTS}:{relative}"], capture_output=True, text=True, check=False
+    )
     if shown.returncode != 0:
         pytest.skip(f"{RESTATED_DEFAULTS} is not in this checkout's history")
     before = tmp_path / "problem.toml"
@@ -172,17 +181,24 @@ def test_problem_toml_states_no_default(problem_id: str) -> None:
 
 def test_the_spec_doc_states_every_default() -> None:
     doc = (ROOT / "docs" / "problem-toml.md").read_text()
-    missing = [f"{name} = {field.default!r}" for name, field in Limits.model_fields.items()
-               if f"| `{name}` | `{field.default!r}` |" not in doc]
-    missing += [f"{kind}.{name}" for kind, model in CHECK_KINDS.items() for name in model.model_fields
-                if f"`{name}`" not in doc]
+    missing = [
+        f"{name} = {field.default!r}"
+        for name, field in Limits.model_fields.items()
+        if f"| `{name}` | `{field.default!r}` |" not in doc
+    ]
+    missing += [
+        f"{kind}.{name}" for kind, model in CHECK_KINDS.items() for name in model.model_fields if f"`{name}`" not in doc
+    ]
     assert not missing
 
 
 def test_the_tier_list_is_written_once() -> None:
     assert TIERS == ("T0", "T1", "T2", "T3")
-    spelled = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "grader").rglob("*.py"))
-               if re.search(r"""["']T0["'],\s*["']T1["']""", path.read_text())]
+    spelled = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "grader").rglob("*.py"))
+        if re.search(r"""["']T0["'],\s*["']T1["']""", path.read_text())
+    ]
     assert spelled == ["grader/model/spec.py"]
 
 
@@ -207,7 +223,7 @@ def test_spec_is_frozen() -> None:
 
 def test_load_spec_names_the_file_and_the_field(tmp_path: Path) -> None:
     path = tmp_path / "problem.toml"
-    path.write_text(SPEC_PATH.read_text().replace('public_seed = ', 'public_seeed = ', 1))
+    path.write_text(SPEC_PATH.read_text().replace("public_seed = ", "public_seeed = ", 1))
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert str(info.value).startswith(f"{path}: ") and "public_seeed" in str(info.value)
@@ -224,4 +240,3 @@ def test_load_spec_reports_bad_toml(tmp_path: Path) -> None:
 def test_load_spec_reports_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="no problem spec at"):
         load_spec(tmp_path / "problem.toml")
-

@@ -53,10 +53,30 @@ def test_short_safe_text_is_unchanged() -> None:
         assert clean(text) == text
 
 
-NAMES = ["ada.py", "summary.csv.py", "index.html.py", "shards.py", "previews.py", "...py", "..py", ".py", "py",
-         "a b.py", "a_b.py", "a\tb.py", "[red]x[blink].py", "\x1b[31mred.py", "=1+1.py", "-rf.py", "ada.PY",
-         "x" * 200 + ".py", "José.py", os.fsdecode(b"\xff\xfe.py"), os.fsdecode(b"\xfe\xff.py"),
-         "a_b-0123456789abcdef.py"]
+NAMES = [
+    "ada.py",
+    "summary.csv.py",
+    "index.html.py",
+    "shards.py",
+    "previews.py",
+    "...py",
+    "..py",
+    ".py",
+    "py",
+    "a b.py",
+    "a_b.py",
+    "a\tb.py",
+    "[red]x[blink].py",
+    "\x1b[31mred.py",
+    "=1+1.py",
+    "-rf.py",
+    "ada.PY",
+    "x" * 200 + ".py",
+    "José.py",
+    os.fsdecode(b"\xff\xfe.py"),
+    os.fsdecode(b"\xfe\xff.py"),
+    "a_b-0123456789abcdef.py",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -76,14 +96,23 @@ def test_submission_folders_never_collide() -> None:
 
 def test_a_plain_name_keeps_its_stem() -> None:
     assert [submission_folder(n) for n in ("ada.py", "ada_lovelace-2.py", "José.py")] == [
-        "ada", "ada_lovelace-2", "José"]
+        "ada",
+        "ada_lovelace-2",
+        "José",
+    ]
 
 
-@pytest.mark.parametrize(("value", "cell"), [
-    ("=HYPERLINK(1).py", "'=HYPERLINK(1).py"), ("+1.py", "'+1.py"), ("-1.py", "'-1.py"),
-    ("@SUM(A1).py", "'@SUM(A1).py"),
-    ("ada.py", "ada.py"), ("graded", "graded"),
-])
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ("=HYPERLINK(1).py", "'=HYPERLINK(1).py"),
+        ("+1.py", "'+1.py"),
+        ("-1.py", "'-1.py"),
+        ("@SUM(A1).py", "'@SUM(A1).py"),
+        ("ada.py", "ada.py"),
+        ("graded", "graded"),
+    ],
+)
 def test_csv_cells_that_a_spreadsheet_would_evaluate_start_with_a_quote(value: str, cell: str) -> None:
     assert csv_cell(value) == cell
 

@@ -39,7 +39,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[1]), int(fields[19])
 
 
@@ -68,11 +68,19 @@ def survivors(seen: dict[int, int], marker: str, grace_s: float = 5.0) -> list[s
     """Processes of `seen` still alive (zombies count as ended), or any whose command line names `marker`."""
     deadline = time.monotonic() + grace_s
     while True:
-        left = [f"{pid} {_cmdline(pid)}" for pid, started in seen.items()
-                if (stat := _stat(pid)) is not None and stat[2] == started and stat[0] != "Z"]
-        left += [f"{entry.name} {_cmdline(int(entry.name))}" for entry in Path("/proc").iterdir()
-                 if entry.name.isdigit() and int(entry.name) != os.getpid() and marker in _cmdline(int(entry.name))
-                 and (_stat(int(entry.name)) or ("Z",))[0] != "Z"]
+        left = [
+            f"{pid} {_cmdline(pid)}"
+            for pid, started in seen.items()
+            if (stat := _stat(pid)) is not None and stat[2] == started and stat[0] != "Z"
+        ]
+        left += [
+            f"{entry.name} {_cmdline(int(entry.name))}"
+            for entry in Path("/proc").iterdir()
+            if entry.name.isdigit()
+            and int(entry.name) != os.getpid()
+            and marker in _cmdline(int(entry.name))
+            and (_stat(int(entry.name)) or ("Z",))[0] != "Z"
+        ]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
@@ -131,8 +139,12 @@ def test_watch_grades_each_save_and_ctrl_c_leaves_nothing(cli_env: dict[str, str
     folder.mkdir()
     file, out = folder / "solution.py", tmp_path / "out"
     first = save(file, WRONG)
-    watched = Watched([sys.executable, "-m", "grader", "watch", str(file), "--problem", PROBLEM, "--out", str(out)],
-                      ROOT, cli_env, tmp_path / "watch.log")
+    watched = Watched(
+        [sys.executable, "-m", "grader", "watch", str(file), "--problem", PROBLEM, "--out", str(out)],
+        ROOT,
+        cli_env,
+        tmp_path / "watch.log",
+    )
     try:
         wrong = watched.wait_for(out / "report.json", lambda r: r["submission_sha256"] == first, FIRST_REPORT_S)
         assert wrong["status"] == "graded" and wrong["score"] < wrong["max_score"]
@@ -173,8 +185,24 @@ def test_watch_reports_a_half_saved_file_and_goes_on(cli_env: dict[str, str], tm
     source = REFERENCE.read_text()
     file.write_text(source[: len(source) // 2] + "\ndef broken(:\n")  # an editor caught mid-save
     broken = hashlib.sha256(file.read_bytes()).hexdigest()
-    watched = Watched([sys.executable, "-m", "grader", "watch", str(file), "--problem", PROBLEM, "--out", str(out),
-                       "--debounce", "0.1"], ROOT, cli_env, tmp_path / "watch.log")
+    watched = Watched(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "watch",
+            str(file),
+            "--problem",
+            PROBLEM,
+            "--out",
+            str(out),
+            "--debounce",
+            "0.1",
+        ],
+        ROOT,
+        cli_env,
+        tmp_path / "watch.log",
+    )
     try:
         report = watched.wait_for(out / "report.json", lambda r: r["submission_sha256"] == broken, FIRST_REPORT_S)
         assert report["status"] == "import_error" and "SyntaxError" in report["message"]
@@ -234,8 +262,7 @@ def test_a_same_size_edit_is_a_new_version(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- the learner pack
 
 
-def test_check_watch_in_the_pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 learner_python: Path) -> None:  # noqa: F811 - the fixture imported above
+def test_check_watch_in_the_pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learner_python: Path) -> None:  # noqa: F811 - the fixture imported above
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # never the repository's own cache
     build_pack(Problem(PROBLEM), tmp_path / "pack.zip")
     with zipfile.ZipFile(tmp_path / "pack.zip") as archive:

@@ -17,14 +17,14 @@ from grader.judge.cases import Call
 from grader.model.spec import Limits
 from grader.worker.messages import Op, calls_request
 
-PROBE = '''
+PROBE = """
 import os, sys
 print("uid", os.getuid(), "cwd", os.getcwd(), "argv", len(sys.argv), "procs", sorted(
     p for p in os.listdir("/proc") if p.isdigit()), "grader" in open("/proc/self/cmdline").read(), flush=True)
 
 def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
     return logp * 2
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +42,11 @@ def _run(tmp_path: Path, zygote: Zygote | None) -> tuple[dict, str]:
     worker = WorkerProcess(box, ["masked_is_weights"], zygote)
     try:
         assert accept_frame(worker.receive(60))["op"] == Op.READY
-        call = Call("masked_is_weights", {"logp": torch.ones(2, 3), "rollout_logp": torch.ones(2, 3),
-                                          "mask": torch.ones(2, 3)}, "ones")
+        call = Call(
+            "masked_is_weights",
+            {"logp": torch.ones(2, 3), "rollout_logp": torch.ones(2, 3), "mask": torch.ones(2, 3)},
+            "ones",
+        )
         worker.send(calls_request([call.request()]), 30)
         answer = accept_frame(worker.receive(30))
         assert answer["op"] == Op.OBSERVED

@@ -12,10 +12,15 @@ from grader.confine.session import WorkerProcess
 from grader.model.spec import Limits, ProblemSpec
 
 LIMIT_FIELDS = {
-    "call_timeout": "call_timeout_s", "experiment_timeout": "experiment_timeout_s",
-    "budget": "submission_budget_s", "import_timeout": "import_timeout_s",
-    "cpu_time": "cpu_time_s", "memory_mb": "memory_mb", "output_kb": "output_kb",
-    "file_size_mb": "file_size_mb", "max_processes": "max_processes",
+    "call_timeout": "call_timeout_s",
+    "experiment_timeout": "experiment_timeout_s",
+    "budget": "submission_budget_s",
+    "import_timeout": "import_timeout_s",
+    "cpu_time": "cpu_time_s",
+    "memory_mb": "memory_mb",
+    "output_kb": "output_kb",
+    "file_size_mb": "file_size_mb",
+    "max_processes": "max_processes",
 }
 
 
@@ -43,8 +48,9 @@ class Launched:
         self.slot.release()
 
 
-def launch(spec: ProblemSpec, experiment: Path | None, submission: Path, limits: Limits,
-           level: Level | None = None) -> Launched:
+def launch(
+    spec: ProblemSpec, experiment: Path | None, submission: Path, limits: Limits, level: Level | None = None
+) -> Launched:
     level = level or best_level()
     slot = Slot()
     box = Box(submission, experiment, limits, level, slot)

@@ -162,8 +162,12 @@ def _installed_graders() -> list[Path]:
 def _installed_metadata() -> list[Path]:
     """The grader distribution's own records in the site folders: its metadata (which carries the README and
     the list of installed files) and an editable install's finder, which names the project's folder."""
-    patterns = (f"{DISTRIBUTION}-*.dist-info", f"{DISTRIBUTION}.egg-info", f"__editable__*{DISTRIBUTION}*",
-                f"{DISTRIBUTION}.egg-link")
+    patterns = (
+        f"{DISTRIBUTION}-*.dist-info",
+        f"{DISTRIBUTION}.egg-info",
+        f"__editable__*{DISTRIBUTION}*",
+        f"{DISTRIBUTION}.egg-link",
+    )
     return [path for site in _all_site_dirs() for pattern in patterns for path in Path(site).glob(pattern)]
 
 
@@ -292,11 +296,33 @@ class Box:
         prefix: list[str] = []
         unshare = shutil.which("unshare") or "unshare"  # found with the judge's PATH: the box's own is fixed
         if self.level == "namespaces+uid":
-            prefix = [*_die_with_judge(), unshare, "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc",
-                      "--uts", "--"]
+            prefix = [
+                *_die_with_judge(),
+                unshare,
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount",
+                "--net",
+                "--ipc",
+                "--uts",
+                "--",
+            ]
         elif self.level == "user-namespace":
-            prefix = [*_die_with_judge(), unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
-                      "--mount", "--net", "--ipc", "--uts", "--"]
+            prefix = [
+                *_die_with_judge(),
+                unshare,
+                "--user",
+                "--map-root-user",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount",
+                "--net",
+                "--ipc",
+                "--uts",
+                "--",
+            ]
         return [*prefix, _python(), "-I", "-S", str(INIT_SCRIPT)]
 
     def environment(self) -> dict[str, str]:
@@ -314,10 +340,16 @@ class Box:
         )
         inside = 0 if self.level == "user-namespace" else self.uid
         init: InitConfig = {
-            "argv": [_python(), "-I", "-u", "-c", bootstrap, self.runtime], "worker": dict(worker),
-            "env": self.environment(), "rlimits": self.rlimits(), "uid": inside, "gid": inside,
-            "drop_uid": self.drops_uid, "die_with_parent": True,
-            "cwd": str(self.home / "scratch"), "tmp_mb": BOX_TMPFS_MB,
+            "argv": [_python(), "-I", "-u", "-c", bootstrap, self.runtime],
+            "worker": dict(worker),
+            "env": self.environment(),
+            "rlimits": self.rlimits(),
+            "uid": inside,
+            "gid": inside,
+            "drop_uid": self.drops_uid,
+            "die_with_parent": True,
+            "cwd": str(self.home / "scratch"),
+            "tmp_mb": BOX_TMPFS_MB,
             "cgroups": self.cgroup.procs_files if self.cgroup else [],
         }
         if self.confined:
@@ -331,16 +363,19 @@ class Box:
     def isolation(self) -> Isolation:
         limits = {k: float(v) for k, v in self.rlimits().items()}
         if self.cgroup:
-            limits.update(CGROUP_MEMORY_BYTES=float(self.cgroup.memory_bytes),
-                          CGROUP_PIDS=float(self.cgroup.max_processes))
+            limits.update(
+                CGROUP_MEMORY_BYTES=float(self.cgroup.memory_bytes), CGROUP_PIDS=float(self.cgroup.max_processes)
+            )
         return Isolation(
             level=self.level,
             uid=self.uid,
             namespaces=NAMESPACES if self.confined else [],
-            filesystem=(f"private root: system libraries, Python and the worker read-only, a minimal /etc, "
-                        f"no grader or project files; tmpfs /scratch, /tmp and /dev/shm of {BOX_TMPFS_MB} MB each"
-                        if self.confined else "host filesystem with the grading user's rights; cwd in a scratch "
-                        "folder"),
+            filesystem=(
+                f"private root: system libraries, Python and the worker read-only, a minimal /etc, "
+                f"no grader or project files; tmpfs /scratch, /tmp and /dev/shm of {BOX_TMPFS_MB} MB each"
+                if self.confined
+                else "host filesystem with the grading user's rights; cwd in a scratch folder"
+            ),
             limits=limits,
             notes=self._notes(),
             syscall_filter=_syscall_filter(),
@@ -349,25 +384,35 @@ class Box:
     def _notes(self) -> list[str]:
         notes = []
         if self.level == "limits-only" and self.drops_uid:
-            notes += ["no namespaces: the worker runs as the slot's own uid, with that uid's rights on the host's "
-                      "files (world-readable ones, the project's included) and network; a subreaper kills what it "
-                      "leaves running"]
+            notes += [
+                "no namespaces: the worker runs as the slot's own uid, with that uid's rights on the host's "
+                "files (world-readable ones, the project's included) and network; a subreaper kills what it "
+                "leaves running"
+            ]
         elif self.level == "limits-only":
-            notes += ["no namespaces: the worker runs as the grading user, can read and write what that user can, "
-                      "reach the network and signal the grader's own processes; a subreaper kills what it leaves "
-                      "running unless it kills the subreaper first"]
+            notes += [
+                "no namespaces: the worker runs as the grading user, can read and write what that user can, "
+                "reach the network and signal the grader's own processes; a subreaper kills what it leaves "
+                "running unless it kills the subreaper first"
+            ]
         if self.level == "user-namespace":
-            notes += ["the worker keeps the grading user's uid outside its namespace (a root without "
-                      "capabilities inside): within the box it reads what that user can read"]
+            notes += [
+                "the worker keeps the grading user's uid outside its namespace (a root without "
+                "capabilities inside): within the box it reads what that user can read"
+            ]
             if "RLIMIT_NPROC" not in self.rlimits() or os.geteuid() == 0:
                 bound = "the control group's" if self.cgroup else "none"
                 notes += [f"RLIMIT_NPROC is not enforced for this caller; the process count's bound: {bound}"]
         if self.cgroup is None:
-            notes += ["no control group: memory and process limits hold per process, not for all of the "
-                      "worker's processes together"]
+            notes += [
+                "no control group: memory and process limits hold per process, not for all of the "
+                "worker's processes together"
+            ]
         if not seccomp.kernel_has_seccomp(_libc):
-            notes += ["no system call filter: this kernel has no seccomp, so the worker may make any system call, "
-                      "keyrings, SysV and POSIX IPC, ptrace and new namespaces included"]
+            notes += [
+                "no system call filter: this kernel has no seccomp, so the worker may make any system call, "
+                "keyrings, SysV and POSIX IPC, ptrace and new namespaces included"
+            ]
         return notes
 
     def cleanup(self) -> None:

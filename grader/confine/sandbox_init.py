@@ -41,9 +41,17 @@ KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
 # The whole environment of a worker and of every process that starts one: nothing of the judge's own reaches a
 # worker, on the stack where the kernel put it at exec (/proc/self/environ) or anywhere else
 ENVIRONMENT = {
-    "PATH": "/usr/bin:/bin", "HOME": "/scratch", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/scratch",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
 }
+
 
 class InitConfig(TypedDict):
     """What the judge tells the init of one box (`Box.init_config` builds it)."""
@@ -66,8 +74,17 @@ class InitConfig(TypedDict):
 
 
 FIELDS: dict[str, Any] = {
-    "argv": [str], "worker": dict, "env": {str: str}, "rlimits": {str: int}, "uid": int, "gid": int,
-    "drop_uid": bool, "die_with_parent": bool, "cwd": str, "tmp_mb": int, "cgroups": [str],
+    "argv": [str],
+    "worker": dict,
+    "env": {str: str},
+    "rlimits": {str: int},
+    "uid": int,
+    "gid": int,
+    "drop_uid": bool,
+    "die_with_parent": bool,
+    "cwd": str,
+    "tmp_mb": int,
+    "cgroups": [str],
 }
 BOX_FIELDS: dict[str, Any] = {"box": str, "binds": [[str, str, bool]], "masks": [str], "files": {str: str}}
 

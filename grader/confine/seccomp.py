@@ -150,14 +150,16 @@ ALLOWED: dict[str, str] = {
 
 # Refused with EPERM, by what they would reach.
 DENIED: dict[str, str] = {
-    "kernel keyrings: keys are kept per uid, outlive the process and were a channel between submissions":
-        "add_key keyctl request_key",
+    (
+        "kernel keyrings: keys are kept per uid, outlive the process and were a channel between submissions"
+    ): "add_key keyctl request_key",
     "other processes: their memory, descriptors and pages": (
         "ptrace process_vm_readv process_vm_writev kcmp pidfd_getfd process_madvise process_mrelease migrate_pages "
         "move_pages"
     ),
-    "namespaces: a new one would give the worker capabilities over it (clone's namespace flags: below)":
-        "unshare setns",
+    (
+        "namespaces: a new one would give the worker capabilities over it (clone's namespace flags: below)"
+    ): "unshare setns",
     "mounts and the root": (
         "mount umount2 pivot_root chroot move_mount open_tree open_tree_attr fsopen fsconfig fsmount fspick "
         "mount_setattr statmount listmount"
@@ -171,8 +173,9 @@ DENIED: dict[str, str] = {
         "io_submit io_cancel io_getevents io_pgetevents vmsplice splice tee remap_file_pages modify_ldt iopl ioperm "
         "set_thread_area get_thread_area"
     ),
-    "file handles and filesystem-wide watches, which go around the path walk and the box's masks":
-        "name_to_handle_at open_by_handle_at lookup_dcookie fanotify_init fanotify_mark",
+    "file handles and filesystem-wide watches, which go around the path walk and the box's masks": (
+        "name_to_handle_at open_by_handle_at lookup_dcookie fanotify_init fanotify_mark"
+    ),
     "pinned or secret memory and security-module settings: no use in a worker": (
         "mlock mlock2 mlockall munlock munlockall memfd_secret landlock_create_ruleset landlock_add_rule "
         "landlock_restrict_self lsm_get_self_attr lsm_set_self_attr lsm_list_modules"
@@ -200,8 +203,14 @@ class ArgumentRule:
     reads of the int arguments these rules check. (A plain class: dataclasses would cost every worker's start
     the import of inspect.)"""
 
-    def __init__(self, argument: int, errno: int, allowed: tuple[int, ...] = (), denied: tuple[int, ...] = (),
-                 denied_bits: int = 0) -> None:
+    def __init__(
+        self,
+        argument: int,
+        errno: int,
+        allowed: tuple[int, ...] = (),
+        denied: tuple[int, ...] = (),
+        denied_bits: int = 0,
+    ) -> None:
         self.argument, self.errno, self.denied_bits = argument, errno, denied_bits
         self.allowed, self.denied = allowed, denied
 
@@ -288,8 +297,12 @@ def assemble(machine: str, actions: dict[int, Action], default: int, beyond: int
             runs.append((number, action))
     if runs[-1][1] != beyond:
         runs.append((max(actions) + 1, beyond))
-    head = [(LD_ABS_W, 0, 0, ARCH_OFFSET), _jump(JEQ, AUDIT_ARCH[machine], 1, 0), _ret(RET_KILL_PROCESS),
-            (LD_ABS_W, 0, 0, NR_OFFSET)]
+    head = [
+        (LD_ABS_W, 0, 0, ARCH_OFFSET),
+        _jump(JEQ, AUDIT_ARCH[machine], 1, 0),
+        _ret(RET_KILL_PROCESS),
+        (LD_ABS_W, 0, 0, NR_OFFSET),
+    ]
     if machine == "x86_64":
         head += [_jump(JGE, X32_SYSCALL_BIT, 0, 1), _ret(RET_ERRNO | errno.ENOSYS)]
     code: list[Instruction | tuple[str, str]] = [*head, *_search(runs)]
@@ -330,8 +343,12 @@ def install(libc: ctypes.CDLL, code: bytes | None = None) -> None:
     code = program(machine) if code is None else code
     buffer = ctypes.create_string_buffer(code, len(code))
     fprog = _Program(len(code) // 8, ctypes.addressof(buffer))
-    result = libc.syscall(ctypes.c_long(numbers(machine)["seccomp"]), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
-                          ctypes.c_long(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog))
+    result = libc.syscall(
+        ctypes.c_long(numbers(machine)["seccomp"]),
+        ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+        ctypes.c_long(SECCOMP_FILTER_FLAG_TSYNC),
+        ctypes.byref(fprog),
+    )
     if result < 0:
         number = ctypes.get_errno()
         raise OSError(number, f"seccomp: {os.strerror(number)}")
@@ -345,6 +362,8 @@ def summary(machine: str) -> str:
         return f"none: no system call table for {machine}; the worker cannot start"
     code = program(machine)
     allowed = sum(1 for action in decisions(machine).values() if action == RET_ALLOW)
-    return (f"seccomp allow-list {zlib.crc32(code):08x} ({machine}): {allowed} system calls "
-            f"allowed, {len(ARGUMENT_RULES)} by argument ({', '.join(sorted(ARGUMENT_RULES))}), every other one "
-            "refused (docs/threat-model.md)")
+    return (
+        f"seccomp allow-list {zlib.crc32(code):08x} ({machine}): {allowed} system calls "
+        f"allowed, {len(ARGUMENT_RULES)} by argument ({', '.join(sorted(ARGUMENT_RULES))}), every other one "
+        "refused (docs/threat-model.md)"
+    )

@@ -76,8 +76,13 @@ class WorkerProcess:
             self.process = zygote.spawn(init, box.level, request_read, response_write)
         else:
             self.process = subprocess.Popen(
-                box.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(request_read, response_write), start_new_session=True, env=box.environment(),
+                box.command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(request_read, response_write),
+                start_new_session=True,
+                env=box.environment(),
             )
         os.close(request_read)
         os.close(response_write)
@@ -123,7 +128,7 @@ class WorkerProcess:
             if not _ready(self._request_write, select.POLLOUT, deadline):
                 raise WorkerTimeout()
             try:
-                data = data[os.write(self._request_write, data):]
+                data = data[os.write(self._request_write, data) :]
             except BlockingIOError:
                 continue
             except BrokenPipeError:

@@ -212,8 +212,12 @@ class Zygote:
         # judge's would stay on the stack, in /proc/self/environ, whatever a worker does to os.environ), the
         # folder is the root's.
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-            stdin=subprocess.PIPE, start_new_session=True, env=ENVIRONMENT, cwd="/",
+            [sys.executable, "-I", "-", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+            env=ENVIRONMENT,
+            cwd="/",
         )
         theirs.close()
         assert self.process.stdin is not None
@@ -232,8 +236,9 @@ class Zygote:
         fds = [out_w, err_w, request, response, status_w]
         try:
             with self._lock:
-                self._sock.sendmsg([json.dumps(job).encode()],
-                                   [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                self._sock.sendmsg(
+                    [json.dumps(job).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                )
                 data = self._sock.recv(STATUS.size, socket.MSG_WAITALL)
         finally:
             for fd in (out_w, err_w, status_w):

@@ -52,8 +52,11 @@ def _torch_version() -> str:
 
 def render_script(name: str, problem_id: str) -> str:
     """A template with the problem, and the Python and torch versions the pinned requirements were resolved for."""
-    values = {"@PROBLEM@": problem_id, "@PYTHON_VERSION@": f"{sys.version_info.major}.{sys.version_info.minor}",
-              "@TORCH_VERSION@": _torch_version()}
+    values = {
+        "@PROBLEM@": problem_id,
+        "@PYTHON_VERSION@": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "@TORCH_VERSION@": _torch_version(),
+    }
     text = (TEMPLATES / name).read_text()
     for key, value in values.items():
         text = text.replace(key, value)

@@ -55,8 +55,10 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels:
 # What a learner installs, in the order the README gives it: torch alone from PyTorch's CPU index, then the rest
 # from the ordinary one (numpy only keeps torch from warning on every run).
 INSTALL = ("python -m pip install torch=={torch} --index-url " + CPU_INDEX, "python -m pip install numpy pydantic rich")
-PLOTS_NOTE = ("The plots the statement describes are drawn by the official grader, in its report; this pack does "
-              "not draw them. Its T3 checks compare the same series, number by number.")
+PLOTS_NOTE = (
+    "The plots the statement describes are drawn by the official grader, in its report; this pack does "
+    "not draw them. Its T3 checks compare the same series, number by number."
+)
 
 CHECK_SCRIPT = '''#!/usr/bin/env python3
 """Grade a solution on this problem's public cases: `python check FILE` (see README.md)."""
@@ -127,8 +129,9 @@ def public_spec(spec: ProblemSpec) -> ProblemSpec:
         points = sum(c.points for c in checks if c.tier == tier.id)
         if points > 0:
             tiers.append(tier.model_copy(update={"points": points}))
-    return ProblemSpec.model_validate({**spec.model_dump(), "tiers": [t.model_dump() for t in tiers],
-                                       "checks": [c.model_dump() for c in checks]})
+    return ProblemSpec.model_validate(
+        {**spec.model_dump(), "tiers": [t.model_dump() for t in tiers], "checks": [c.model_dump() for c in checks]}
+    )
 
 
 def hidden_checks(spec: ProblemSpec) -> list[CheckSpec]:
@@ -159,12 +162,20 @@ def public_cases(problem: Problem) -> dict[str, Any]:
         shown = [(i, call) for i, call in enumerate(expect.cases(check.cases)) if not call.hidden]
         cases[check.cases] = [call.to_data() for _, call in shown]
         observations[f"{check.expected}/{check.cases}"] = [
-            _expected_only(expect.observation(check.expected, check.cases, i)) for i, _ in shown]
+            _expected_only(expect.observation(check.expected, check.cases, i)) for i, _ in shown
+        ]
     names = [name for c in spec.checks if c.public and c.kind == "experiment" for name in c.series]
     series = {name: expect.series()[name] for name in names}
     parts = {name: expect.series_parts()[name] for name in names}
-    return {"format": DATA_FORMAT, "problem": problem.id, "seed": spec.public_seed, "cases": cases,
-            "observations": observations, "series": series, "series_parts": parts}
+    return {
+        "format": DATA_FORMAT,
+        "problem": problem.id,
+        "seed": spec.public_seed,
+        "cases": cases,
+        "observations": observations,
+        "series": series,
+        "series_parts": parts,
+    }
 
 
 # ---------------------------------------------------------------------------------------------- building the zip
@@ -183,7 +194,7 @@ def _imported(path: Path, package_dir: Path) -> list[list[str]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             target = base + (node.module.split(".") if node.module else [])
             found.append(target)
             found += [target + [alias.name] for alias in node.names]
@@ -195,8 +206,11 @@ def _imported(path: Path, package_dir: Path) -> list[list[str]]:
 def grader_files(package_dir: Path) -> list[Path]:
     """The grader files the pack's check needs: the closure of ENTRY_MODULES' imports, and RUN_BY_PATH."""
     pending = [_module_file(package_dir, name.split(".")) for name in ENTRY_MODULES]
-    pending += [p for name in RUN_BY_PATH for p in ([package_dir / name] if name.endswith(".py") else
-                                                      sorted((package_dir / name).glob("*.py")))]
+    pending += [
+        p
+        for name in RUN_BY_PATH
+        for p in ([package_dir / name] if name.endswith(".py") else sorted((package_dir / name).glob("*.py")))
+    ]
     seen: set[Path] = set()
     while pending:
         path = pending.pop()
@@ -247,8 +261,9 @@ def build_pack(problem: Problem, out: Path) -> list[str]:
     files: dict[str, bytes] = {name: (problem.problem_dir / name).read_bytes() for name in PROBLEM_FILES}
     install = install_commands()
     plots = f"\n{PLOTS_NOTE}" if problem.spec.plots else ""
-    files["README.md"] = README.format(title=problem.spec.title, id=problem.id, data=DATA_FILE, plots=plots,
-                                       install="\n".join(install)).encode()
+    files["README.md"] = README.format(
+        title=problem.spec.title, id=problem.id, data=DATA_FILE, plots=plots, install="\n".join(install)
+    ).encode()
     files[DATA_FILE] = _torch_bytes(public_cases(problem))
     package_dir = Path(__file__).resolve().parents[1]
     for path in grader_files(package_dir):
@@ -256,8 +271,9 @@ def build_pack(problem: Problem, out: Path) -> list[str]:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with zipfile.ZipFile(tmp, "w") as archive:
-        _add(archive, f"{problem.id}/check", CHECK_SCRIPT.format(install=" && ".join(install)).encode(),
-             executable=True)
+        _add(
+            archive, f"{problem.id}/check", CHECK_SCRIPT.format(install=" && ".join(install)).encode(), executable=True
+        )
         for name in sorted(files):
             _add(archive, f"{problem.id}/{name}", files[name])
     tmp.replace(out)
@@ -330,10 +346,18 @@ class PackedCases:
 def learner_report(report: Report, full_spec: ProblemSpec) -> dict[str, Any]:
     """The learner's view of a grade on the public cases, the hidden checks it did not run, and what the
     learner's own code printed (every case here is public, so nothing in it can be secret)."""
-    hidden = [{"id": c.id, "tier": c.tier, "title": c.title, "max_score": c.points, "note": HIDDEN_NOTE}
-              for c in hidden_checks(full_spec)]
-    return {**learner_view(report), "scope": "public cases", "official_max_score": full_spec.max_score,
-            "hidden_checks": hidden, "stdout": report.stdout, "stderr": report.stderr}
+    hidden = [
+        {"id": c.id, "tier": c.tier, "title": c.title, "max_score": c.points, "note": HIDDEN_NOTE}
+        for c in hidden_checks(full_spec)
+    ]
+    return {
+        **learner_view(report),
+        "scope": "public cases",
+        "official_max_score": full_spec.max_score,
+        "hidden_checks": hidden,
+        "stdout": report.stdout,
+        "stderr": report.stderr,
+    }
 
 
 def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]:
@@ -348,14 +372,24 @@ def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]
         verdict = Verdict(check["verdict"])
         cases = f"{check['cases_passed']}/{check['cases_total']}" if check["cases_total"] else ""
         message = "" if verdict == Verdict.PASS else escape(check["message"])
-        rows.append((tier, check["id"], cases, f"[{STYLE[verdict]}]{verdict}[/]",
-                     f"{check['score']:g}/{check['max_score']:g}", message))
+        rows.append(
+            (
+                tier,
+                check["id"],
+                cases,
+                f"[{STYLE[verdict]}]{verdict}[/]",
+                f"{check['score']:g}/{check['max_score']:g}",
+                message,
+            )
+        )
     return rows
 
 
 def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> None:
-    table = Table(title=f"{view['problem']} · {escape(view['submission'])} · public checks "
-                        f"{view['score']:g}/{view['max_score']:g} ({view['status']})")
+    table = Table(
+        title=f"{view['problem']} · {escape(view['submission'])} · public checks "
+        f"{view['score']:g}/{view['max_score']:g} ({view['status']})"
+    )
     for column in ("tier", "check", "cases", "verdict", "score", "message"):
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
     for row in _rows(view, full_spec):
@@ -365,8 +399,10 @@ def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> Non
     if view["message"]:
         console.print(f"[red]{escape(view['message'])}[/]")
         console.print(escape(view["stderr"][-2000:]))  # the learner's own traceback
-    console.print(f"report: {path}  ·  the official grade is out of {view['official_max_score']:g}: "
-                  "the same checks on cases from hidden seeds, and the hidden ones")
+    console.print(
+        f"report: {path}  ·  the official grade is out of {view['official_max_score']:g}: "
+        "the same checks on cases from hidden seeds, and the hidden ones"
+    )
     if full_spec.plots:
         console.print(PLOTS_NOTE)
 
@@ -376,8 +412,14 @@ def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
     cases = PackedCases(root / DATA_FILE)
     # judge.grade reads only id, spec, experiment_path and content_hash of a problem, and warm, cases,
     # observation and series of its expectations: the packed stand-ins provide exactly those.
-    graded = grade(cast(Problem, problem), submission, cases.seed, problem.spec.limits,
-                   expectations=cast(Expectations, cases), command=f"python check {submission}")
+    graded = grade(
+        cast(Problem, problem),
+        submission,
+        cases.seed,
+        problem.spec.limits,
+        expectations=cast(Expectations, cases),
+        command=f"python check {submission}",
+    )
     view = learner_report(graded.report, problem.full_spec)
     write_atomic(report_path, json.dumps(view, indent=2) + "\n")
     print_table(view, problem.full_spec, report_path)
@@ -400,8 +442,12 @@ class CheckParser(argparse.ArgumentParser):
 def check_main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parents[2]
     epilog = "exit codes:\n" + "\n".join(f"  {code.value}: {meaning}" for code, meaning in CHECK_EXIT_CODES.items())
-    parser = CheckParser(prog="check", description="Grade FILE on this problem's public cases.", epilog=epilog,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CheckParser(
+        prog="check",
+        description="Grade FILE on this problem's public cases.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("file", type=Path, help="your solution, a Python file")
     parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
     parser.add_argument("--watch", action="store_true", help="grade FILE again each time it is saved, until Ctrl-C")

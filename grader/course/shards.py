@@ -35,7 +35,7 @@ class Shard:
     def select(self, files: Iterable[Path]) -> list[Path]:
         """Every `count`-th file by name, from the `index`-th: round robin spreads slow names over all shards."""
         ordered = sorted(files, key=lambda path: (path.name, str(path)))
-        return ordered[self.index::self.count]
+        return ordered[self.index :: self.count]
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
@@ -79,8 +79,10 @@ def collect(dirs: list[Path]) -> list[Graded]:
         for path in sorted(folder.glob("*/report.json")):  # none at all: a shard whose slice was empty
             stem, where = path.parent.name, path.parent.resolve()
             if stem in found and (found[stem].folder / "report.json").read_bytes() != path.read_bytes():
-                raise ShardError(f"{stem} was graded twice, in {found[stem].folder.parent} and {folder}; "
-                                 "merge the shards of one run only")
+                raise ShardError(
+                    f"{stem} was graded twice, in {found[stem].folder.parent} and {folder}; "
+                    "merge the shards of one run only"
+                )
             found.setdefault(stem, Graded(where, _read(path)))
     if not found:
         listed = ", ".join(map(str, dirs))
@@ -95,8 +97,10 @@ def _same_grading(graded: list[Graded]) -> None:
     for field in ("problem", "problem_hash", "seed"):
         values = {str(getattr(g.report, field)) for g in graded}
         if len(values) > 1:
-            raise ShardError(f"the reports disagree on {field} ({', '.join(sorted(values))}): "
-                             "every shard must grade the same problem, at the same version, with the same seed")
+            raise ShardError(
+                f"the reports disagree on {field} ({', '.join(sorted(values))}): "
+                "every shard must grade the same problem, at the same version, with the same seed"
+            )
 
 
 def gather(graded: list[Graded], out: Path) -> None:

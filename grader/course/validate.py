@@ -76,8 +76,9 @@ def wrong_findings(problem: Problem, grade_many: GradeMany) -> list[Finding]:
     return findings
 
 
-def _diagnosis_findings(name: str, misconception: Misconception, report: Report,
-                        may_fail: frozenset[str]) -> list[Finding]:
+def _diagnosis_findings(
+    name: str, misconception: Misconception, report: Report, may_fail: frozenset[str]
+) -> list[Finding]:
     """A misreading's own solution is diagnosed as that misreading first and, with follow-through, charged only
     in its owner checks (and those it may also fail)."""
     findings = []
@@ -88,8 +89,13 @@ def _diagnosis_findings(name: str, misconception: Misconception, report: Report,
     if report.follow_through:
         charged_elsewhere = failed_checks(report) - set(misconception.owners) - may_fail
         if charged_elsewhere:
-            findings.append(Finding(name, f"with follow-through still loses points outside the owners of "
-                                          f"{misconception.id}: {sorted(charged_elsewhere)}"))
+            findings.append(
+                Finding(
+                    name,
+                    f"with follow-through still loses points outside the owners of "
+                    f"{misconception.id}: {sorted(charged_elsewhere)}",
+                )
+            )
     return findings
 
 
@@ -98,8 +104,10 @@ def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
     findings = reference_findings(problem, grade_many) + wrong_findings(problem, grade_many)
     count = len(problem.known_wrong())
     if not findings:
-        console.print(f"[green]{problem.id}: valid[/] - reference full marks on {len(problem.grading_seeds)} seeds; "
-                      f"{count} known-wrong solutions fail exactly as declared")
+        console.print(
+            f"[green]{problem.id}: valid[/] - reference full marks on {len(problem.grading_seeds)} seeds; "
+            f"{count} known-wrong solutions fail exactly as declared"
+        )
         return True
     for finding in findings:
         console.print(f"[red]{finding.subject}[/]: {finding.problem}")

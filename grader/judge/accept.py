@@ -41,12 +41,13 @@ def check_archive(payload: bytes) -> None:
     try:
         reader = torch._C.PyTorchFileReader(io.BytesIO(payload))
         records = reader.get_all_records()
-        total = sum(reader.get_record_size(name) for name in records[:MAX_RECORDS + 1])
+        total = sum(reader.get_record_size(name) for name in records[: MAX_RECORDS + 1])
     except Exception as exc:  # whatever the reader makes of forged bytes, they are unreadable
         raise ProtocolError(f"not a torch archive: {type(exc).__name__}") from None
     if len(records) > MAX_RECORDS or total > len(payload):
-        raise ProtocolError(f"an archive of {len(records)} records holding {total} bytes in a {len(payload)}-byte "
-                            "frame")
+        raise ProtocolError(
+            f"an archive of {len(records)} records holding {total} bytes in a {len(payload)}-byte frame"
+        )
 
 
 def check_tensors(message: dict[str, Any]) -> dict[str, Any]:
@@ -66,8 +67,9 @@ def check_tensors(message: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, torch.Tensor):
             exotic = value.layout != torch.strided or value.is_quantized or value.is_nested
             if type(value) is not torch.Tensor or exotic or value.device.type not in ("cpu", "cuda"):
-                raise ProtocolError(f"a {value.layout} {value.dtype} tensor on {value.device}; only dense tensors "
-                                    "cross to the judge")
+                raise ProtocolError(
+                    f"a {value.layout} {value.dtype} tensor on {value.device}; only dense tensors cross to the judge"
+                )
     return message
 
 
@@ -82,10 +84,20 @@ class Malformed(Exception):
 # numbers are left out on purpose: no contract returns them, and ordering, float() and tolerance formulas the
 # evidence uses are undefined for them. float8, bits, quantized and unsigned types beyond uint8 are the
 # learner's malformed answer too.
-ALLOWED_DTYPES = frozenset({
-    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-    torch.float16, torch.bfloat16, torch.float32, torch.float64,
-})
+ALLOWED_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+    }
+)
 MAX_DIMS = 16
 MAX_DEPTH = 4  # nesting of sequences in one output: a tuple of tuples is already unusual
 MAX_ITEMS = 64  # items of one sequence, and names in `grads` or `inputs_after`
@@ -119,8 +131,10 @@ def _tensor(value: Any, where: str) -> torch.Tensor:
     if value.layout != torch.strided or value.is_nested:
         raise Malformed(f"{where} is a {value.layout} tensor; return a dense (strided) tensor")
     if value.dtype not in ALLOWED_DTYPES:
-        raise Malformed(f"{where} has dtype {value.dtype}; results must be bool, integer or "
-                        "float16/bfloat16/float32/float64 tensors")
+        raise Malformed(
+            f"{where} has dtype {value.dtype}; results must be bool, integer or "
+            "float16/bfloat16/float32/float64 tensors"
+        )
     if value.device.type != "cpu":
         raise Malformed(f"{where} is on the {value.device.type} device; return a CPU tensor")
     if value.dim() > MAX_DIMS:
@@ -153,8 +167,12 @@ def _described(value: Any, where: str, budget: _Budget, depth: int = 0) -> dict[
         for flag, held in flags.items():
             if type(held) is not bool:
                 raise Malformed(f"{where}.{flag} is not a bool")
-        return {"kind": kind, "value": _tensor(value.get("value"), where), **flags,
-                "device": budget.string(value.get("device", "cpu"), f"{where}.device")}
+        return {
+            "kind": kind,
+            "value": _tensor(value.get("value"), where),
+            **flags,
+            "device": budget.string(value.get("device", "cpu"), f"{where}.device"),
+        }
     described = {"kind": kind, "type": budget.string(value.get("type", ""), f"{where}.type")}
     if kind == "sequence":
         items = value.get("items")
@@ -228,8 +246,9 @@ def accept_answer(answer: dict[str, Any]) -> dict[str, Any]:
     return accept_observation(answer)
 
 
-PARAMETER_KINDS = frozenset({"POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY",
-                             "VAR_KEYWORD"})
+PARAMETER_KINDS = frozenset(
+    {"POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"}
+)
 MAX_PARAMS = 64
 
 
@@ -246,8 +265,11 @@ def _signature(info: Any, where: str, budget: _Budget) -> dict[str, Any]:
         raise Malformed(f"{where}.params is not a list of at most {MAX_PARAMS} parameters")
     accepted = []
     for i, param in enumerate(params):
-        if type(param) is not dict or param.get("kind") not in PARAMETER_KINDS or \
-                type(param.get("has_default")) is not bool:
+        if (
+            type(param) is not dict
+            or param.get("kind") not in PARAMETER_KINDS
+            or type(param.get("has_default")) is not bool
+        ):
             raise Malformed(f"{where}.params[{i}] is not a parameter description")
         name = budget.string(param.get("name"), f"{where}.params[{i}].name")
         if not name.isidentifier():
@@ -278,13 +300,20 @@ def accept_hello(message: Any) -> dict[str, Any]:
             if type(text) is not str:
                 raise Malformed("the import error's message is not a string")
             # the worker passes a SyntaxError's own message on whole, however long: cut, not refused
-            return {"op": Op.IMPORT_ERROR.value, "type": budget.string(message.get("type", "ImportError"), "type"),
-                    "message": clean(text, MESSAGE_CHARS), "line": line if type(line) is int and 0 < line < 1 << 31
-                    else None}
+            return {
+                "op": Op.IMPORT_ERROR.value,
+                "type": budget.string(message.get("type", "ImportError"), "type"),
+                "message": clean(text, MESSAGE_CHARS),
+                "line": line if type(line) is int and 0 < line < 1 << 31 else None,
+            }
         raise Malformed(f"unknown op {clean_line(message.get('op'), 40)!r}")
     except Malformed as exc:
-        return {"op": Op.IMPORT_ERROR.value, "type": "MalformedHello", "line": None,
-                "message": f"the worker's first message could not be accepted: {exc}"}
+        return {
+            "op": Op.IMPORT_ERROR.value,
+            "type": "MalformedHello",
+            "line": None,
+            "message": f"the worker's first message could not be accepted: {exc}",
+        }
 
 
 # ----------------------------------------------------------------------------- the toy's series
@@ -298,7 +327,8 @@ def accept_series(raw: object, part: str) -> dict[str, torch.Tensor]:
         if type(value) is not torch.Tensor or value.dim() != 1 or not value.is_floating_point():
             raise TypeError(f"series {name!r} of part {part} is not a 1-D floating tensor")
         if value.numel() > MAX_SERIES_POINTS:
-            raise ValueError(f"series {name!r} of part {part} has {value.numel()} points, more than "
-                             f"{MAX_SERIES_POINTS}")
+            raise ValueError(
+                f"series {name!r} of part {part} has {value.numel()} points, more than {MAX_SERIES_POINTS}"
+            )
         series[str(name)] = value.detach().to(torch.float64).clone()
     return series

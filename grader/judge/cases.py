@@ -34,8 +34,12 @@ class Call:
 
     def request(self) -> CallRequest:
         """What the worker needs to make the call: never the label, the group or whether it is hidden."""
-        return {"function": self.function, "kwargs": dict(self.kwargs), "requires_grad": list(self.requires_grad),
-                "backward": bool(self.backward)}
+        return {
+            "function": self.function,
+            "kwargs": dict(self.kwargs),
+            "requires_grad": list(self.requires_grad),
+            "backward": bool(self.backward),
+        }
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for the expectations cache and the learner pack (read back with `weights_only=True`): the
@@ -45,8 +49,15 @@ class Call:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Call:
         request = read_call(data)
-        return cls(request["function"], dict(request["kwargs"]), str(data["label"]), tuple(request["requires_grad"]),
-                   request["backward"], bool(data.get("hidden", False)), data.get("group"))
+        return cls(
+            request["function"],
+            dict(request["kwargs"]),
+            str(data["label"]),
+            tuple(request["requires_grad"]),
+            request["backward"],
+            bool(data.get("hidden", False)),
+            data.get("group"),
+        )
 
 
 CaseGenerator = Callable[[torch.Generator], list[Call]]

@@ -103,13 +103,17 @@ class Tally:
             grouped.setdefault(("group", case.group) if case.group is not None else index, []).append(case)
         return list(grouped.values())
 
-    def result(self, check: CheckSpec, duration_s: float,
-               charged: Mapping[str, Misconception] | None = None) -> CheckResult:
+    def result(
+        self, check: CheckSpec, duration_s: float, charged: Mapping[str, Misconception] | None = None
+    ) -> CheckResult:
         """The check's verdict and score; a failing case that a charged misconception explains, in a check that
         does not own it, counts as passed (follow-through) and is named in the message."""
         charged = charged or {}
-        carried = {id(c): mid for c in self.outcomes if not c.passed
-                   and (mid := follow_through(check.id, c.explained_by, charged)) is not None}
+        carried = {
+            id(c): mid
+            for c in self.outcomes
+            if not c.passed and (mid := follow_through(check.id, c.explained_by, charged)) is not None
+        }
         groups = self.groups()
         total = len(groups)
         passed = sum(all(c.passed or id(c) in carried for c in group) for group in groups)
@@ -128,10 +132,19 @@ class Tally:
             learner = f"{head}First failure, case '{first.label}': {shown}{note}"
         score = round_score(check.points * passed / total) if total else 0.0
         return CheckResult(
-            id=check.id, title=check.title, verdict=verdict, score=score, max_score=check.points,
-            message=message, learner_message=learner, duration_s=round(duration_s, 4),
-            cases_passed=passed, cases_total=total, visibility=check.visibility,
-            cases_followed_through=len(carried), followed_through=sorted(set(carried.values())),
+            id=check.id,
+            title=check.title,
+            verdict=verdict,
+            score=score,
+            max_score=check.points,
+            message=message,
+            learner_message=learner,
+            duration_s=round(duration_s, 4),
+            cases_passed=passed,
+            cases_total=total,
+            visibility=check.visibility,
+            cases_followed_through=len(carried),
+            followed_through=sorted(set(carried.values())),
         )
 
 
@@ -141,8 +154,10 @@ def _follow_through_note(carried: dict[int, str], charged: Mapping[str, Misconce
     mids = sorted(set(carried.values()))
     owners = sorted({owner for mid in mids for owner in charged[mid].owners})
     cases = "case" if len(carried) == 1 else "cases"
-    return (f" ({len(carried)} {cases} credited by follow-through: the result matches the misreading "
-            f"{', '.join(mids)}, charged in {', '.join(owners)})")
+    return (
+        f" ({len(carried)} {cases} credited by follow-through: the result matches the misreading "
+        f"{', '.join(mids)}, charged in {', '.join(owners)})"
+    )
 
 
 @dataclass
@@ -170,9 +185,21 @@ def run_check(ctx: Context, check: CheckSpec) -> CheckRun:
         # the exception text may quote a hidden case (the reference's own error, say): instructors only
         learner = "internal error of the grader, not of your code; the course staff can see the details"
         duration = time.perf_counter() - start
-        return CheckRun(check, duration, judge_error=CheckResult(
-            id=check.id, title=check.title, verdict=Verdict.JUDGE_ERROR, score=0.0, max_score=check.points,
-            message=text, learner_message=learner, duration_s=round(duration, 4), visibility=check.visibility))
+        return CheckRun(
+            check,
+            duration,
+            judge_error=CheckResult(
+                id=check.id,
+                title=check.title,
+                verdict=Verdict.JUDGE_ERROR,
+                score=0.0,
+                max_score=check.points,
+                message=text,
+                learner_message=learner,
+                duration_s=round(duration, 4),
+                visibility=check.visibility,
+            ),
+        )
     return CheckRun(check, time.perf_counter() - start, tally=tally)
 
 
@@ -204,8 +231,13 @@ def _signature_problem(function: FunctionSpec, info: dict[str, Any] | None) -> s
     positional_only = [n for n in function.params if by_name.get(n, {}).get("kind") == "POSITIONAL_ONLY"]
     if positional_only:
         return f"{function.name}: {', '.join(positional_only)} must be passable by keyword; {expected}"
-    extra = [n for n, p in by_name.items() if n not in function.params and not p.get("has_default")
-             and p.get("kind") not in ("VAR_POSITIONAL", "VAR_KEYWORD")]
+    extra = [
+        n
+        for n, p in by_name.items()
+        if n not in function.params
+        and not p.get("has_default")
+        and p.get("kind") not in ("VAR_POSITIONAL", "VAR_KEYWORD")
+    ]
     if extra:
         return f"{function.name} requires extra parameters {', '.join(extra)}; {expected}"
     return None
@@ -225,21 +257,35 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
             tainted = got.tainted
         else:
             spec = specs.get(call.function)
-            context = None if call.hidden or spec is None else input_context(call.kwargs, spec.mask_param,
-                                                                               spec.group_param)
-            outcome = judge_case(call.function, call.kwargs, got, ctx.expected(check, index, call), check.compare,
-                                 ctx.tolerances(), context)
+            context = (
+                None if call.hidden or spec is None else input_context(call.kwargs, spec.mask_param, spec.group_param)
+            )
+            outcome = judge_case(
+                call.function,
+                call.kwargs,
+                got,
+                ctx.expected(check, index, call),
+                check.compare,
+                ctx.tolerances(),
+                context,
+            )
             tainted = bool(got.get("tainted"))
-        explained = () if outcome.verdict == Verdict.PASS or isinstance(got, LearnerFailure) else tuple(
-            mid for mid, theirs in ctx.misconception_observations(check, index).items()
-            if same_as(call.function, call.kwargs, got, theirs, check.compare, ctx.tolerances()))
+        explained = (
+            ()
+            if outcome.verdict == Verdict.PASS or isinstance(got, LearnerFailure)
+            else tuple(
+                mid
+                for mid, theirs in ctx.misconception_observations(check, index).items()
+                if same_as(call.function, call.kwargs, got, theirs, check.compare, ctx.tolerances())
+            )
+        )
         # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
         outcomes[index] = CaseOutcome(call.label, call.hidden or tainted, outcome, call.group, explained)
     if len(outcomes) < len(calls):
         # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run
         last = outcomes[order[len(outcomes) - 1]].outcome.verdict if outcomes else Verdict.SKIPPED
         rest = Outcome(last, Mismatch.of(f"not run after an earlier case ({last})"))
-        for index in order[len(outcomes):]:
+        for index in order[len(outcomes) :]:
             outcomes[index] = CaseOutcome(calls[index].label, calls[index].hidden, rest, calls[index].group)
     return Tally([outcomes[i] for i in range(len(calls))])
 
@@ -260,8 +306,11 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
         value = produced.get(name)
         if value is None:
             failed = _failure_for(name, failures, ctx) if failures else None
-            outcome = Outcome(failed.verdict, Mismatch.of(failed.message)) if failed else Outcome(
-                Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
+            outcome = (
+                Outcome(failed.verdict, Mismatch.of(failed.message))
+                if failed
+                else Outcome(Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
+            )
             # a misreading whose own toy cannot make this series either explains its absence
             explained = tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
         else:
@@ -274,8 +323,11 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
 
 def _series_explained(ctx: Context, name: str, value: torch.Tensor, tol: Tolerance | None) -> tuple[str, ...]:
     """The misconceptions whose toy produced this very series."""
-    return tuple(mid for mid, series in ctx.misconception_series().items()
-                 if name in series and compare_tensors(name, value, series[name], tol) is None)
+    return tuple(
+        mid
+        for mid, series in ctx.misconception_series().items()
+        if name in series and compare_tensors(name, value, series[name], tol) is None
+    )
 
 
 def _failure_for(series: str, failures: dict[str, CallFailed], ctx: Context) -> CallFailed:

@@ -55,8 +55,12 @@ DIFFERS = Mismatch.of("values differ")
 
 
 def compare_tensors(
-    name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None,
-    context: InputContext | None = None, evidence: bool = True,
+    name: str,
+    got: torch.Tensor,
+    want: torch.Tensor,
+    tol: Tolerance | None,
+    context: InputContext | None = None,
+    evidence: bool = True,
 ) -> Mismatch | None:
     """Elementwise comparison, NaN matching NaN and inf matching inf of the same sign; tol None means bitwise.
 
@@ -120,10 +124,16 @@ def input_context(sent: Mapping[str, Any], mask: str | None = None, group_size: 
         for name, value in sent.items():
             if type(value) is not torch.Tensor or value.dim() == 0:
                 continue
-            if value.dim() == 1 and isinstance(group, int) and not isinstance(group, bool) and group > 0 \
-                    and len(index) == 1 and value.shape[0] == shape[0]:
+            if (
+                value.dim() == 1
+                and isinstance(group, int)
+                and not isinstance(group, bool)
+                and group > 0
+                and len(index) == 1
+                and value.shape[0] == shape[0]
+            ):
                 start = index[0] // group * group
-                shown.append(f"{name}[{start}:{start + group}] = {_values(value[start:start + group])}")
+                shown.append(f"{name}[{start}:{start + group}] = {_values(value[start : start + group])}")
             elif tuple(value.shape) == shape:
                 shown.append(f"{name}{list(index)} = {_values(value[index])}")
             elif value.dim() == 1:
@@ -153,7 +163,6 @@ class Outcome:
     mismatch: Mismatch | None = None
 
 
-
 def _safe_exception(exc: dict[str, Any]) -> str:
     """An exception named by a builtin type only: its message and a custom class name are the learner's own
     text, which a hidden case must not echo (it could carry the case's inputs)."""
@@ -167,7 +176,8 @@ def _safe_exception(exc: dict[str, Any]) -> str:
 def _kind_word(obs: dict[str, Any]) -> str:
     """The kind of an observed value in the judge's own words (type names are the learner's choice)."""
     return {"tensor": "a torch.Tensor", "python": "a Python value", "sequence": "a sequence"}.get(
-        str(obs.get("kind")), "another kind of value")
+        str(obs.get("kind")), "another kind of value"
+    )
 
 
 def tolerance_for(dtype: torch.dtype, tolerances: Mapping[str, Tolerance]) -> Tolerance:
@@ -192,28 +202,47 @@ def _is_instance(exc: dict[str, Any], type_name: str) -> bool:
 
 
 def compare_output(
-    name: str, got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect],
-    tolerances: Mapping[str, Tolerance], context: InputContext | None = None, evidence: bool = True,
+    name: str,
+    got: dict[str, Any],
+    want: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
+    context: InputContext | None = None,
+    evidence: bool = True,
 ) -> Mismatch | None:
     if want["kind"] != "tensor":
         if got.get("kind") != want["kind"] or got.get("value") != want.get("value"):
-            return Mismatch.of(f"{name}: expected {want.get('value')!r}, got {describe_kind(got)} {got.get('value')!r}",
-                         f"{name}: the result differs from the expected value")
+            return Mismatch.of(
+                f"{name}: expected {want.get('value')!r}, got {describe_kind(got)} {got.get('value')!r}",
+                f"{name}: the result differs from the expected value",
+            )
         return None
     if got["kind"] != "tensor":
-        return Mismatch.of(f"{name}: expected a torch.Tensor, got {describe_kind(got)}",
-                     f"{name}: expected a torch.Tensor, got {_kind_word(got)}")
+        return Mismatch.of(
+            f"{name}: expected a torch.Tensor, got {describe_kind(got)}",
+            f"{name}: expected a torch.Tensor, got {_kind_word(got)}",
+        )
     g, w = got["value"], want["value"]
     checks: list[tuple[Aspect, bool, str]] = [
         ("shape", g.shape == w.shape, f"expected shape {tuple(w.shape)}, got {tuple(g.shape)}"),
         ("dtype", g.dtype == w.dtype, f"expected dtype {w.dtype}, got {g.dtype}"),
-        ("device", got.get("device") == want.get("device"),
-         f"expected device {want.get('device')}, got {got.get('device')}"),
-        ("requires_grad", got["requires_grad"] == want["requires_grad"],
-         "requires grad; detach it (the result must carry no autograd graph)" if got["requires_grad"]
-         else "carries no autograd graph, but it must be connected to the inputs"),
-        ("connected", got["has_grad_fn"] == want["has_grad_fn"] or not want["has_grad_fn"],
-         "is detached from the graph (no grad_fn); return a tensor built from the inputs so backward reaches them"),
+        (
+            "device",
+            got.get("device") == want.get("device"),
+            f"expected device {want.get('device')}, got {got.get('device')}",
+        ),
+        (
+            "requires_grad",
+            got["requires_grad"] == want["requires_grad"],
+            "requires grad; detach it (the result must carry no autograd graph)"
+            if got["requires_grad"]
+            else "carries no autograd graph, but it must be connected to the inputs",
+        ),
+        (
+            "connected",
+            got["has_grad_fn"] == want["has_grad_fn"] or not want["has_grad_fn"],
+            "is detached from the graph (no grad_fn); return a tensor built from the inputs so backward reaches them",
+        ),
     ]
     for aspect, ok, text in checks:
         if aspect in aspects and not ok:
@@ -223,21 +252,28 @@ def compare_output(
     if "values" in aspects or "values_exact" in aspects:
         tol = None if "values_exact" in aspects else tolerance_for(w.dtype, tolerances)
         if g.shape != w.shape:
-            return Mismatch.of(f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
-                         f"{name}: the shape differs from the expected shape")
+            return Mismatch.of(
+                f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
+                f"{name}: the shape differs from the expected shape",
+            )
         return compare_tensors(name, g, w, tol, context, evidence)
     return None
 
 
 def compare_grads(
-    got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance],
+    got: dict[str, Any],
+    want: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
     evidence: bool = True,
 ) -> Mismatch | None:
     if "backward_error" in want:
         raise AssertionError(f"the expected side failed backward: {want['backward_error']}")
     if "backward_error" in got:
-        return Mismatch.of(f"loss.backward() raised {exception_text(got['backward_error'])}",
-                     f"loss.backward() raised {_safe_exception(got['backward_error'])}")
+        return Mismatch.of(
+            f"loss.backward() raised {exception_text(got['backward_error'])}",
+            f"loss.backward() raised {_safe_exception(got['backward_error'])}",
+        )
     for name, w in want.get("grads", {}).items():
         g = got.get("grads", {}).get(name)
         if "connected" in aspects and w is not None and g is None:
@@ -250,8 +286,9 @@ def compare_grads(
         actual = g if g is not None else torch.zeros_like(reference)
         if w is None and bool((actual != 0).any()):
             return Mismatch.of(f"{name} received a gradient, but it must receive none (stop-gradient)")
-        mismatch = compare_tensors(f"d loss / d {name}", actual, reference, tolerance_for(reference.dtype, tolerances),
-                                   evidence=evidence)
+        mismatch = compare_tensors(
+            f"d loss / d {name}", actual, reference, tolerance_for(reference.dtype, tolerances), evidence=evidence
+        )
         if mismatch:
             return mismatch
     return None
@@ -267,17 +304,25 @@ def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | N
             return Mismatch.of(f"input {name} was not handed back after the call")
         if now.dtype != before.dtype or now.shape != before.shape or now.stride() != before.stride():
             return Mismatch.of(
-                f"input {name} changed its dtype, shape or strides during the call; do not modify inputs")
+                f"input {name} changed its dtype, shape or strides during the call; do not modify inputs"
+            )
         mismatch = compare_tensors(f"input {name} after the call", now, before, None)
         if mismatch:
-            return Mismatch.of(f"{mismatch.message}; the function modified its input in place (copy before editing)",
-                         f"{mismatch.learner_message}; the function modified its input in place (copy before editing)")
+            return Mismatch.of(
+                f"{mismatch.message}; the function modified its input in place (copy before editing)",
+                f"{mismatch.learner_message}; the function modified its input in place (copy before editing)",
+            )
     return None
 
 
 def judge_case(
-    function: str, sent: Mapping[str, Any], got: dict[str, Any], want: dict[str, Any],
-    aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance], context: InputContext | None = None,
+    function: str,
+    sent: Mapping[str, Any],
+    got: dict[str, Any],
+    want: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
+    context: InputContext | None = None,
     evidence: bool = True,
 ) -> Outcome:
     """Compare one learner observation with the expected one on the aspects a check names (without `evidence`, a
@@ -287,17 +332,30 @@ def judge_case(
             raise AssertionError(f"expected side raised {exception_text(want['raised'])} on a case that must not raise")
         expected_type = want["raised"]["type"]
         if "raised" not in got:
-            return Outcome(Verdict.FAIL, Mismatch.of(
-                f"{function} returned normally; expected it to raise {expected_type}",
-                f"{function} returned normally, but this case must raise an exception"))
+            return Outcome(
+                Verdict.FAIL,
+                Mismatch.of(
+                    f"{function} returned normally; expected it to raise {expected_type}",
+                    f"{function} returned normally, but this case must raise an exception",
+                ),
+            )
         if not _is_instance(got["raised"], expected_type):
-            return Outcome(Verdict.FAIL, Mismatch.of(
-                f"{function} raised {exception_text(got['raised'])}; expected {expected_type}",
-                f"{function} raised {_safe_exception(got['raised'])}, not the exception this case expects"))
+            return Outcome(
+                Verdict.FAIL,
+                Mismatch.of(
+                    f"{function} raised {exception_text(got['raised'])}; expected {expected_type}",
+                    f"{function} raised {_safe_exception(got['raised'])}, not the exception this case expects",
+                ),
+            )
         return Outcome(Verdict.PASS)
     if "raised" in got:
-        return Outcome(Verdict.ERROR, Mismatch.of(f"{function} raised {exception_text(got['raised'])}",
-                                            f"{function} raised {_safe_exception(got['raised'])} (message withheld)"))
+        return Outcome(
+            Verdict.ERROR,
+            Mismatch.of(
+                f"{function} raised {exception_text(got['raised'])}",
+                f"{function} raised {_safe_exception(got['raised'])} (message withheld)",
+            ),
+        )
     if OUTPUT_ASPECTS & set(aspects):
         mismatch = _compare_outputs(function, got, want, aspects, tolerances, context, evidence)
         if mismatch:
@@ -317,22 +375,35 @@ SHOWS_INPUTS = {"shape", "dtype", "device"}
 OUTPUT_ASPECTS = {"type", "shape", "dtype", "device", "values", "values_exact", "requires_grad", "connected"}
 
 
-def _compare_outputs(function: str, got: dict[str, Any], want: dict[str, Any], aspects: Sequence[Aspect],
-                     tolerances: Mapping[str, Tolerance], context: InputContext | None,
-                     evidence: bool = True) -> Mismatch | None:
+def _compare_outputs(
+    function: str,
+    got: dict[str, Any],
+    want: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
+    context: InputContext | None,
+    evidence: bool = True,
+) -> Mismatch | None:
     for (name, g), (_, w) in zip(_flatten(got["output"], function), _flatten(want["output"], function), strict=False):
         mismatch = compare_output(name, g, w, aspects, tolerances, context, evidence)
         if mismatch:
             return mismatch
     if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):
-        return Mismatch.of(f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}",
-                     f"{function}: the result holds a different number of items than expected")
+        return Mismatch.of(
+            f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}",
+            f"{function}: the result holds a different number of items than expected",
+        )
     return None
 
 
-
-def same_as(function: str, sent: Mapping[str, Any], got: dict[str, Any], other: dict[str, Any],
-            aspects: Sequence[Aspect], tolerances: Mapping[str, Tolerance]) -> bool:
+def same_as(
+    function: str,
+    sent: Mapping[str, Any],
+    got: dict[str, Any],
+    other: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
+) -> bool:
     """Whether the learner's observation matches `other` (a misconception's) on every aspect a check compares.
 
     Unlike `judge_case`, both sides may raise or modify their inputs: a misreading can do either, and then
@@ -344,13 +415,18 @@ def same_as(function: str, sent: Mapping[str, Any], got: dict[str, Any], other: 
         return "raised" in got and "raised" in other and got["raised"]["type"] == other["raised"]["type"]
     compared = [a for a in aspects if a not in ("inputs_unchanged", "raises")]
     if ("backward_error" in got or "backward_error" in other) and {"backward", "grads", "connected"} & set(aspects):
-        if not ("backward_error" in got and "backward_error" in other
-                and got["backward_error"]["type"] == other["backward_error"]["type"]):
+        if not (
+            "backward_error" in got
+            and "backward_error" in other
+            and got["backward_error"]["type"] == other["backward_error"]["type"]
+        ):
             return False
         # both failed backward alike: what they returned must still agree
         compared = [a for a in compared if a not in ("backward", "grads", "connected")] or ["type", "values"]
-    if compared and judge_case(function, sent, got, other, compared, tolerances,
-                               evidence=False).verdict != Verdict.PASS:
+    if (
+        compared
+        and judge_case(function, sent, got, other, compared, tolerances, evidence=False).verdict != Verdict.PASS
+    ):
         return False
     if "inputs_unchanged" in aspects:
         mine, theirs = got.get("inputs_after", {}), other.get("inputs_after", {})

@@ -51,6 +51,7 @@ class CheckContext:
     def experiment(self) -> list[PartResult]:
         """The toy run with the learner's functions, once; it never takes more than half of what is left."""
         if self._parts is None:
+
             def observe(call: Call, timeout_s: float) -> dict[str, Any]:
                 try:
                     return self.supervisor.observe_one(call, timeout_s)
@@ -60,8 +61,9 @@ class CheckContext:
             names = [f.name for f in self.problem.spec.functions]
             limits = self.supervisor.limits
             timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
-            self._parts = run_experiment(self.problem.experiment_module, names, observe, self.expect.seed, timeout,
-                                         limits.call_timeout_s)
+            self._parts = run_experiment(
+                self.problem.experiment_module, names, observe, self.expect.seed, timeout, limits.call_timeout_s
+            )
         return self._parts
 
     def learner_series(self) -> dict[str, torch.Tensor]:

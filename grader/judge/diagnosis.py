@@ -87,8 +87,9 @@ class Finding:
     cases_contradicted: int = 0  # passing cases where this misreading would have failed
 
 
-def diagnose(failing: list[Explained], misconceptions: list[Misconception],
-             contradicted: Mapping[str, int] | None = None) -> list[Finding]:
+def diagnose(
+    failing: list[Explained], misconceptions: list[Misconception], contradicted: Mapping[str, int] | None = None
+) -> list[Finding]:
     """Charged misconceptions, best explanation first: most failing cases explained, less the passing cases where
     the misreading would have failed (a learner who passes them does not hold it); declaration order breaks ties."""
     contradicted = contradicted or {}

@@ -98,16 +98,25 @@ class Expectations:
 
     def _save(self, path: Path) -> None:
         """The main file, and beside it one file per generator of the misconception observations computed here."""
-        _write(path, {
-            "cases": {name: [c.to_data() for c in calls] for name, calls in self._cases.items()},
-            "observations": {k: v for k, v in self._observations.items() if not k.startswith("misconception:")},
-            "series": self._series,
-            "series_parts": self._series_parts,
-            "wrong_series": self._wrong_series,
-        })
+        _write(
+            path,
+            {
+                "cases": {name: [c.to_data() for c in calls] for name, calls in self._cases.items()},
+                "observations": {k: v for k, v in self._observations.items() if not k.startswith("misconception:")},
+                "series": self._series,
+                "series_parts": self._series_parts,
+                "wrong_series": self._wrong_series,
+            },
+        )
         for name in sorted(self._groups_unsaved):
-            _write(self._group_path(path, name), {k: v for k, v in self._observations.items()
-                                                   if k.startswith("misconception:") and k.endswith(f"/{name}")})
+            _write(
+                self._group_path(path, name),
+                {
+                    k: v
+                    for k, v in self._observations.items()
+                    if k.startswith("misconception:") and k.endswith(f"/{name}")
+                },
+            )
         self._groups_unsaved.clear()
         self._dirty = False
 
@@ -128,8 +137,9 @@ class Expectations:
             data = load_cache_file(path)
         except Exception:  # a damaged cache is recomputed, never trusted
             return
-        self._observations.update({k: v for k, v in data.items()
-                                   if k.startswith("misconception:") and k.endswith(f"/{name}")})
+        self._observations.update(
+            {k: v for k, v in data.items() if k.startswith("misconception:") and k.endswith(f"/{name}")}
+        )
 
     def cases(self, name: str) -> list[Call]:
         with self._lock:
@@ -149,7 +159,7 @@ class Expectations:
         return self._observations[key]
 
     def _functions(self, source: str) -> dict[str, Any]:
-        """"reference", "oracle", or "misconception:<id>" (the known-wrong solution that embodies it)."""
+        """ "reference", "oracle", or "misconception:<id>" (the known-wrong solution that embodies it)."""
         if source.startswith("misconception:"):
             wanted = source.removeprefix("misconception:")
             (misconception,) = [m for m in self.problem.misconceptions if m.id == wanted]
@@ -261,9 +271,13 @@ def reference_series(problem: Problem, seed: int) -> tuple[dict[str, torch.Tenso
     return series, owners
 
 
-def run_series(problem: Problem, seed: int, functions: dict[str, Any],
-               ) -> tuple[dict[str, torch.Tensor], dict[str, str], list[str]]:
+def run_series(
+    problem: Problem,
+    seed: int,
+    functions: dict[str, Any],
+) -> tuple[dict[str, torch.Tensor], dict[str, str], list[str]]:
     """The toy's series with trusted in-process functions, which part made each, and the parts that failed."""
+
     def observe(call: Call, timeout_s: float) -> dict[str, Any]:
         return protocol.observe_call(functions[call.function], call.kwargs, list(call.requires_grad), call.backward)
 

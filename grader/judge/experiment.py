@@ -50,8 +50,9 @@ class _Replayed(torch.autograd.Function):
     """A value computed elsewhere, with the gradients computed there, spliced into this process's graph."""
 
     @staticmethod
-    def forward(ctx: Any, value: torch.Tensor, grads: tuple[torch.Tensor | None, ...],
-                *inputs: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx: Any, value: torch.Tensor, grads: tuple[torch.Tensor | None, ...], *inputs: torch.Tensor
+    ) -> torch.Tensor:
         ctx.grads = grads
         return value.clone()
 
@@ -81,8 +82,10 @@ def _value(desc: dict[str, Any], where: str) -> Any:
         return tuple(_value(item, f"{where}[{i}]") for i, item in enumerate(desc["items"]))
     if kind == "python":
         return desc.get("value")
-    raise CallFailed(Verdict.FAIL, f"{where} returned a {desc.get('type', 'value of an unknown type')}, "
-                                   "not a tensor or a tuple of tensors")
+    raise CallFailed(
+        Verdict.FAIL,
+        f"{where} returned a {desc.get('type', 'value of an unknown type')}, not a tensor or a tuple of tensors",
+    )
 
 
 def _first_scalar(output: Any, desc: dict[str, Any]) -> tuple[torch.Tensor | None, Callable[[Any], Any]]:
@@ -99,8 +102,15 @@ def _first_scalar(output: Any, desc: dict[str, Any]) -> tuple[torch.Tensor | Non
 class Driver:
     """Runs every part of one problem's toy against one set of functions, within one deadline."""
 
-    def __init__(self, module: Any, function_names: list[str], observe: Observe, seed: int,
-                 timeout_s: float, call_timeout_s: float) -> None:
+    def __init__(
+        self,
+        module: Any,
+        function_names: list[str],
+        observe: Observe,
+        seed: int,
+        timeout_s: float,
+        call_timeout_s: float,
+    ) -> None:
         parts = getattr(module, "PARTS", None)
         if not isinstance(parts, tuple) or not parts or not all(callable(p) for p in parts):
             raise TypeError("the problem's experiment.py must define PARTS, a tuple of functions")
@@ -124,8 +134,12 @@ class Driver:
             result.failure = failed
         except (TypeError, ValueError, IndexError, RuntimeError) as exc:
             # the toy's own checks of what a function returned (a wrong shape, a non-tensor), or torch refusing it
-            result.failure = CallFailed(Verdict.FAIL, f"the toy's {part.__name__} could not use what your functions "
-                                                      f"returned: {type(exc).__name__}: {exc}"[:600])
+            result.failure = CallFailed(
+                Verdict.FAIL,
+                f"the toy's {part.__name__} could not use what your functions returned: {type(exc).__name__}: {exc}"[
+                    :600
+                ],
+            )
         return result
 
     def _proxy(self, function: str, part: str) -> Callable[..., Any]:
@@ -137,15 +151,15 @@ class Driver:
             where = f"{function}({describe_arguments(sent)}) in the toy's {part}"
             if remaining <= 0:
                 raise CallFailed(Verdict.TIMEOUT, f"the toy experiment ran out of time before {where}")
-            observation = self.observe(Call(function, sent, f"T3 {part}: {function}", wrt, bool(wrt)),
-                                       min(self.call_timeout_s, remaining))
+            observation = self.observe(
+                Call(function, sent, f"T3 {part}: {function}", wrt, bool(wrt)), min(self.call_timeout_s, remaining)
+            )
             return self._output(observation, where, wrt, [kwargs[k] for k in wrt])
 
         call.__name__ = function
         return call
 
-    def _output(self, observation: dict[str, Any], where: str, wrt: tuple[str, ...],
-                inputs: list[torch.Tensor]) -> Any:
+    def _output(self, observation: dict[str, Any], where: str, wrt: tuple[str, ...], inputs: list[torch.Tensor]) -> Any:
         if "raised" in observation:
             raise CallFailed(Verdict.ERROR, f"{where} raised {exception_text(observation['raised'])}")
         desc = observation["output"]
@@ -155,14 +169,16 @@ class Driver:
             return output
         if "backward_error" in observation:
             error = observation["backward_error"]
-            raise CallFailed(Verdict.ERROR, f"backward through {where} raised {error.get('type')}: "
-                                            f"{error.get('message')}")
+            raise CallFailed(
+                Verdict.ERROR, f"backward through {where} raised {error.get('type')}: {error.get('message')}"
+            )
         grads = observation.get("grads", {})
         ordered = tuple(grads.get(name) for name in wrt)
         return put_back(_Replayed.apply(scalar, ordered, *inputs))  # type: ignore[no-untyped-call]  # torch leaves it bare
 
 
-def run_experiment(module: Any, function_names: list[str], observe: Observe, seed: int, timeout_s: float,
-                   call_timeout_s: float) -> list[PartResult]:
+def run_experiment(
+    module: Any, function_names: list[str], observe: Observe, seed: int, timeout_s: float, call_timeout_s: float
+) -> list[PartResult]:
     """Every part's series or failure, in the order of `PARTS`."""
     return Driver(module, function_names, observe, seed, timeout_s, call_timeout_s).run()

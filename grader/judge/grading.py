@@ -49,11 +49,19 @@ class Graded:
     series: dict[str, torch.Tensor] | None  # the learner's toy-experiment series, for plots
 
 
-def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None = None,
-          expectations: Expectations | None = None, level: Level | None = None,
-          command: str = "", launched: Launched | None = None,
-          series_sink: Callable[[dict[str, torch.Tensor] | None], None] | None = None,
-          zygote: Zygote | None = None, follow_through: bool | None = None) -> Graded:
+def grade(
+    problem: Problem,
+    submission: Path,
+    seed: int,
+    limits: Limits | None = None,
+    expectations: Expectations | None = None,
+    level: Level | None = None,
+    command: str = "",
+    launched: Launched | None = None,
+    series_sink: Callable[[dict[str, torch.Tensor] | None], None] | None = None,
+    zygote: Zygote | None = None,
+    follow_through: bool | None = None,
+) -> Graded:
     """Grade `submission` against `problem`; every process of the submission is gone when this returns.
 
     With a `zygote`, workers are forked from it rather than started afresh (a batch's way to skip `import torch`).
@@ -65,8 +73,7 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
         launched.discard()
         launched = None
     level = launched.level if launched is not None else level or best_level()
-    supervisor = WorkerSupervisor([f.name for f in problem.spec.functions], submission, limits, level, launched,
-                                  zygote)
+    supervisor = WorkerSupervisor([f.name for f in problem.spec.functions], submission, limits, level, launched, zygote)
     context = CheckContext(problem, expectations, supervisor)
     results: list[CheckResult] = []
     findings: list[Finding] = []
@@ -80,22 +87,7 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
             why = ""
             if series_sink is not None:
                 series_sink(_prefetch_series(context, problem))
-            runs = {check.id: run_check(context, check) for check in visible_first(problem.spec.checks, expectations)}
-            diagnosing = time.monotonic()
-            failing = _failing_cases(runs.values())
-            findings = diagnose(failing, problem.misconceptions,
-                                _contradictions(context, runs.values(), candidates(failing)))
-            supervisor.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
-            visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
-            charged = {f.misconception.id: f.misconception for f in findings} if follow else {}
-            # a visible check's score must follow from visible results alone (a learner reads it before hidden
-            # results are published): it carries forward only misreadings a visible owner check charges
-            charged_visibly = {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)}
-            results = [runs[c.id].result(charged_visibly if c.id in visible else charged) for c in problem.spec.checks]
-            if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
-                status = Status.JUDGE_ERROR
-            elif any(r.verdict == Verdict.SKIPPED for r in results) or supervisor.remaining() <= 0:
-                status = Status.BUDGET_EXCEEDED
+            results, findings, status = _judge(problem, context, expectations, follow)
     finally:
         supervisor.close()
     persist = getattr(expectations, "persist", None)
@@ -103,16 +95,42 @@ def grade(problem: Problem, submission: Path, seed: int, limits: Limits | None =
         persist()  # misconception observations computed on the way are kept for the next grade
     # from the worker's start (an early-launched one started before the judge's own imports), so that every
     # phase lies within the duration
-    report = _assemble(problem, submission, seed, status, results, supervisor, why,
-                       time.monotonic() - supervisor.spawned_at, command)
+    report = _assemble(
+        problem, submission, seed, status, results, supervisor, why, time.monotonic() - supervisor.spawned_at, command
+    )
     report.diagnosis = [_diagnosis_entry(f) for f in findings]
     report.follow_through = follow
     return Graded(report, context.learner_series() if context.experiment_ran else None)
 
 
+def _judge(
+    problem: Problem, context: CheckContext, expectations: Expectations, follow: bool
+) -> tuple[list[CheckResult], list[Finding], Status]:
+    """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
+    supervisor = context.supervisor
+    runs = {check.id: run_check(context, check) for check in visible_first(problem.spec.checks, expectations)}
+    diagnosing = time.monotonic()
+    failing = _failing_cases(runs.values())
+    findings = diagnose(failing, problem.misconceptions, _contradictions(context, runs.values(), candidates(failing)))
+    supervisor.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
+    visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
+    charged = {f.misconception.id: f.misconception for f in findings} if follow else {}
+    # a visible check's score must follow from visible results alone (a learner reads it before hidden
+    # results are published): it carries forward only misreadings a visible owner check charges
+    charged_visibly = {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)}
+    results = [runs[c.id].result(charged_visibly if c.id in visible else charged) for c in problem.spec.checks]
+    status = Status.GRADED
+    if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
+        status = Status.JUDGE_ERROR
+    elif any(r.verdict == Verdict.SKIPPED for r in results) or supervisor.remaining() <= 0:
+        status = Status.BUDGET_EXCEEDED
+    return results, findings, status
+
+
 def visible_first(checks: list[CheckSpec], expectations: Expectations) -> list[CheckSpec]:
     """Checks in the order they run: those without a hidden case first, so that no learner-facing message of a
     visible case can quote text from a worker that has already been sent a hidden case's inputs."""
+
     def has_hidden(check: CheckSpec) -> bool:
         return check.cases is not None and any(call.hidden for call in expectations.cases(check.cases))
 
@@ -144,8 +162,9 @@ def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: s
             theirs = context.misconception_observations(run.check, index)
             for mid in suspects:
                 try:
-                    verdict = judge_case(call.function, call.kwargs, theirs[mid], want, run.check.compare,
-                                         tolerances).verdict
+                    verdict = judge_case(
+                        call.function, call.kwargs, theirs[mid], want, run.check.compare, tolerances
+                    ).verdict
                 except AssertionError:  # the misreading raised where the check expects no exception
                     verdict = Verdict.FAIL
                 counts[mid] += verdict != Verdict.PASS
@@ -158,40 +177,83 @@ def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -
 
 
 def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
-    return [Explained(run.check.id, case.explained_by) for run in runs if run.tally is not None
-            for case in run.tally.outcomes if not case.passed]
+    return [
+        Explained(run.check.id, case.explained_by)
+        for run in runs
+        if run.tally is not None
+        for case in run.tally.outcomes
+        if not case.passed
+    ]
 
 
 def _diagnosis_entry(finding: Finding) -> Diagnosis:
     m = finding.misconception
-    return Diagnosis(id=m.id, explanation=m.explanation, cases_explained=finding.cases_explained,
-                     cases_failing=finding.cases_failing, checks=list(finding.checks), owners=list(m.owners),
-                     charged_in=list(finding.owners_charged))
+    return Diagnosis(
+        id=m.id,
+        explanation=m.explanation,
+        cases_explained=finding.cases_explained,
+        cases_failing=finding.cases_failing,
+        checks=list(finding.checks),
+        owners=list(m.owners),
+        charged_in=list(finding.owners_charged),
+    )
 
 
 def _skipped(check: CheckSpec, why: str) -> CheckResult:
-    return CheckResult(id=check.id, title=check.title, verdict=Verdict.SKIPPED, score=0.0,
-                       max_score=check.points, message=why, learner_message=why, duration_s=0.0,
-                       visibility=check.visibility)
+    return CheckResult(
+        id=check.id,
+        title=check.title,
+        verdict=Verdict.SKIPPED,
+        score=0.0,
+        max_score=check.points,
+        message=why,
+        learner_message=why,
+        duration_s=0.0,
+        visibility=check.visibility,
+    )
 
 
-def _assemble(problem: Problem, submission: Path, seed: int, status: Status, results: list[CheckResult],
-              supervisor: WorkerSupervisor, message: str, duration: float, command: str) -> Report:
+def _assemble(
+    problem: Problem,
+    submission: Path,
+    seed: int,
+    status: Status,
+    results: list[CheckResult],
+    supervisor: WorkerSupervisor,
+    message: str,
+    duration: float,
+    command: str,
+) -> Report:
     by_id = {r.id: r for r in results}
     tiers = []
     for tier in problem.spec.tiers:
         checks = [by_id[c.id] for c in problem.spec.checks if c.tier == tier.id]
-        tiers.append(TierResult(tier=tier.id, title=tier.title, score=score_sum(c.score for c in checks),
-                                max_score=tier.points, checks=checks))
+        tiers.append(
+            TierResult(
+                tier=tier.id,
+                title=tier.title,
+                score=score_sum(c.score for c in checks),
+                max_score=tier.points,
+                checks=checks,
+            )
+        )
     return Report(
-        problem=problem.id, submission=submission.name, submission_sha256=_sha256(submission), status=status,
-        score=score_sum(t.score for t in tiers), max_score=problem.spec.max_score, tiers=tiers,
-        artifacts=[], seed=seed,
+        problem=problem.id,
+        submission=submission.name,
+        submission_sha256=_sha256(submission),
+        status=status,
+        score=score_sum(t.score for t in tiers),
+        max_score=problem.spec.max_score,
+        tiers=tiers,
+        artifacts=[],
+        seed=seed,
         versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
         problem_hash=problem.content_hash,
         command=command or reproduce_command(problem.id, submission, seed),
-        isolation=supervisor.box.isolation(), stdout="".join(supervisor.stdout),
-        stderr="".join(supervisor.stderr), duration_s=round(duration, 3), message=message,
+        isolation=supervisor.box.isolation(),
+        stdout="".join(supervisor.stdout),
+        stderr="".join(supervisor.stderr),
+        duration_s=round(duration, 3),
+        message=message,
         phases={**supervisor.phases, **{t.tier: round(sum(c.duration_s for c in t.checks), 4) for t in tiers}},
     )
-

@@ -30,8 +30,15 @@ class WorkerSupervisor:
     within what is left of the budget. `close` ends the worker and frees the box and the slot.
     """
 
-    def __init__(self, functions: list[str], submission: Path, limits: Limits, level: Level,
-                 launched: Launched | None = None, zygote: Zygote | None = None) -> None:
+    def __init__(
+        self,
+        functions: list[str],
+        submission: Path,
+        limits: Limits,
+        level: Level,
+        launched: Launched | None = None,
+        zygote: Zygote | None = None,
+    ) -> None:
         self.functions, self.limits, self.zygote = functions, limits, zygote
         self.worker: WorkerProcess | None = None
         self._pending: WorkerProcess | None = None
@@ -119,8 +126,9 @@ class WorkerSupervisor:
             return LearnerFailure(Verdict.TIMEOUT, "the submission's time budget ran out during this call")
         return LearnerFailure(Verdict.TIMEOUT, f"no answer within {timeout:.3g} s (infinite loop?)")
 
-    def observe_all(self, calls: list[Call],
-                    timeout_s: float | None = None) -> Iterator[dict[str, Any] | LearnerFailure]:
+    def observe_all(
+        self, calls: list[Call], timeout_s: float | None = None
+    ) -> Iterator[dict[str, Any] | LearnerFailure]:
         """Observe every call in order, one accepted observation or failure each.
 
         The calls go out in one frame and the answers stream back one by one, so the judge compares case k
@@ -150,7 +158,7 @@ class WorkerSupervisor:
                     yield lost
                     if lost.verdict != Verdict.CRASHED:
                         return
-                    pending = pending[index + 1:]
+                    pending = pending[index + 1 :]
                     break
                 try:
                     accepted = self._accept(call, answer)

@@ -68,8 +68,9 @@ def split_docstring(source: str) -> tuple[str, str]:
     """The module's leading docstring (with the lines before it) and the code after it."""
     tree = ast.parse(source)
     first = tree.body[0] if tree.body else None
-    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)):
+    if not (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    ):
         return "", source
     lines = source.splitlines(keepends=True)
     end = first.end_lineno or 0
@@ -82,8 +83,10 @@ def apply_edits(code: str, edits: list[Edit], where: Path) -> str:
     for number, edit in enumerate(edits, 1):
         count = code.count(edit.find)
         if count != 1:
-            raise SpecError(f"{where}: edit {number}'s find text occurs {count} times in the reference's code, "
-                            f"not exactly once: {(edit.find.strip().splitlines() or [edit.find])[0][:80]!r}")
+            raise SpecError(
+                f"{where}: edit {number}'s find text occurs {count} times in the reference's code, "
+                f"not exactly once: {(edit.find.strip().splitlines() or [edit.find])[0][:80]!r}"
+            )
         start = code.index(edit.find)
         spans.append((start, start + len(edit.find), edit.replace))
     spans.sort()
@@ -100,10 +103,16 @@ def render(problem_id: str, name: str, declaration: Declaration, reference: str,
     _, code = split_docstring(reference)
     paragraphs = [f"Known-wrong {problem_id} solution ({name}).", declaration.defect, *declaration.note.split("\n\n")]
     docstring = "\n\n".join(textwrap.fill(" ".join(p.split()), WIDTH) for p in paragraphs if p.strip())
-    header = [f"# defect: {' '.join(declaration.defect.split())}", f"# must_fail: {', '.join(declaration.must_fail)}",
-              f"# may_fail: {', '.join(declaration.may_fail)}"]
-    return "\n".join(line.rstrip() for line in header) + f'\n"""{docstring}\n"""\n' + apply_edits(
-        code, declaration.edit, where)
+    header = [
+        f"# defect: {' '.join(declaration.defect.split())}",
+        f"# must_fail: {', '.join(declaration.must_fail)}",
+        f"# may_fail: {', '.join(declaration.may_fail)}",
+    ]
+    return (
+        "\n".join(line.rstrip() for line in header)
+        + f'\n"""{docstring}\n"""\n'
+        + apply_edits(code, declaration.edit, where)
+    )
 
 
 def declarations(reference_dir: Path) -> list[Path]:
@@ -128,8 +137,12 @@ def materialize(problem_id: str, reference_dir: Path, cache: Path | None = None)
         reference = (reference_dir / "reference.py").read_text()
         texts = {path.stem: render(problem_id, path.stem, parsed[path], reference, path) for path in paths}
         _write_folder(folder, texts)
-    return [KnownWrong(folder / f"{path.stem}.py", " ".join(d.defect.split()), frozenset(d.must_fail),
-                       frozenset(d.may_fail), path) for path, d in parsed.items()]
+    return [
+        KnownWrong(
+            folder / f"{path.stem}.py", " ".join(d.defect.split()), frozenset(d.must_fail), frozenset(d.may_fail), path
+        )
+        for path, d in parsed.items()
+    ]
 
 
 def _write_folder(folder: Path, texts: dict[str, str]) -> None:

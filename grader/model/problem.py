@@ -86,13 +86,15 @@ class Problem:
     @cached_property
     def misconceptions(self) -> list[Misconception]:
         """The known misreadings the judge diagnoses, from reference/<id>/misconceptions.toml (may be absent)."""
-        return load_misconceptions(self.reference_dir / "misconceptions.toml", [c.id for c in self.spec.checks],
-                                   self.reference_dir / "wrong")
+        return load_misconceptions(
+            self.reference_dir / "misconceptions.toml", [c.id for c in self.spec.checks], self.reference_dir / "wrong"
+        )
 
     def misconception_functions(self, misconception: Misconception) -> dict[str, Callable[..., Any]]:
         """The contract functions of the known-wrong solution that embodies `misconception` (trusted code)."""
-        module = load_module(f"paperleet_wrong_{self.id}_{misconception.id}",
-                             self.known_wrong_file(misconception.solution))
+        module = load_module(
+            f"paperleet_wrong_{self.id}_{misconception.id}", self.known_wrong_file(misconception.solution)
+        )
         return {f.name: getattr(module, f.name) for f in self.spec.functions}
 
     @cached_property
@@ -129,8 +131,11 @@ class Problem:
 def grading_files(folder: Path) -> list[Path]:
     """The files under a problem's folder that take part in grading it: not caches, and not `tests/`, the harness's
     own tests of the problem (reference/<id>/tests/), which a change must not make a new version of the problem."""
-    return [path for path in sorted(folder.rglob("*")) if path.is_file() and "__pycache__" not in path.parts
-            and path.relative_to(folder).parts[0] != "tests"]
+    return [
+        path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.relative_to(folder).parts[0] != "tests"
+    ]
 
 
 def list_problems(root: Path = PROJECT_ROOT) -> list[str]:

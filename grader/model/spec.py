@@ -15,8 +15,18 @@ CheckKind = Literal["signature", "differential", "experiment"]
 Expected = Literal["reference", "oracle"]  # what a differential check's cases are compared with
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 Aspect = Literal[
-    "type", "shape", "dtype", "device", "values", "values_exact", "requires_grad",
-    "backward", "connected", "grads", "inputs_unchanged", "raises",
+    "type",
+    "shape",
+    "dtype",
+    "device",
+    "values",
+    "values_exact",
+    "requires_grad",
+    "backward",
+    "connected",
+    "grads",
+    "inputs_unchanged",
+    "raises",
 ]
 
 
@@ -122,7 +132,10 @@ class ExperimentCheck(CheckBase, _DrawsNoCases):
 
 CheckSpec = Annotated[SignatureCheck | DifferentialCheck | ExperimentCheck, Field(discriminator="kind")]
 CHECK_KINDS: dict[CheckKind, type[CheckBase]] = {
-    "signature": SignatureCheck, "differential": DifferentialCheck, "experiment": ExperimentCheck}
+    "signature": SignatureCheck,
+    "differential": DifferentialCheck,
+    "experiment": ExperimentCheck,
+}
 
 
 class PlotLine(Strict):

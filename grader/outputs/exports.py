@@ -14,8 +14,10 @@ from grader.model.verdicts import Verdict
 from grader.outputs.learner_view import learner_view
 from grader.outputs.report import Report, round_score, score_sum, write_atomic
 
-HIDDEN_NOTE = ("Checks on hidden cases report a verdict and a hint, never the cases themselves; some of them show "
-               "their results only once grades are published.")
+HIDDEN_NOTE = (
+    "Checks on hidden cases report a verdict and a hint, never the cases themselves; some of them show "
+    "their results only once grades are published."
+)
 # When Gradescope shows a test of each visibility; until then neither its score nor the total can be seen.
 SHOWN = {"after_due_date": "after the due date", "after_published": "once grades are published"}
 
@@ -23,8 +25,12 @@ SHOWN = {"after_due_date": "after the due date", "after_published": "once grades
 # learner's code is an error: it raised, hung, crashed, or never ran because the file did not import or the
 # submission's time ran out (a skipped check is never the learner's choice, so it is not reported as <skipped>).
 JUNIT_ELEMENT = {
-    Verdict.FAIL: "failure", Verdict.ERROR: "error", Verdict.TIMEOUT: "error", Verdict.CRASHED: "error",
-    Verdict.JUDGE_ERROR: "error", Verdict.SKIPPED: "error",
+    Verdict.FAIL: "failure",
+    Verdict.ERROR: "error",
+    Verdict.TIMEOUT: "error",
+    Verdict.CRASHED: "error",
+    Verdict.JUDGE_ERROR: "error",
+    Verdict.SKIPPED: "error",
 }
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # characters XML 1.0 cannot carry at all
 
@@ -53,8 +59,10 @@ def _tier_line(tier: dict[str, Any]) -> str:
         return head + f"{_points(tier['score'])}/{_points(tier['max_score'])}"
     if not shown:
         return head + _withheld_text(withheld).replace(" more points", " points", 1)
-    return head + (f"{_points(score_sum(c['score'] for c in shown))}/{_points(sum(c['max_score'] for c in shown))} "
-                   f"on the checks shown now; {_withheld_text(withheld)}")
+    return head + (
+        f"{_points(score_sum(c['score'] for c in shown))}/{_points(sum(c['max_score'] for c in shown))} "
+        f"on the checks shown now; {_withheld_text(withheld)}"
+    )
 
 
 def _summary(view: dict[str, Any]) -> str:
@@ -64,21 +72,29 @@ def _summary(view: dict[str, Any]) -> str:
     shown = [c for c in checks if c["visibility"] == "visible"]
     withheld = [c for c in checks if c["visibility"] != "visible"]
     if withheld:
-        head = (f"{view['problem']} ({view['status']}): {_points(score_sum(c['score'] for c in shown))}/"
-                f"{_points(sum(c['max_score'] for c in shown))} points on the checks shown now; "
-                f"{_withheld_text(withheld)}.")
+        head = (
+            f"{view['problem']} ({view['status']}): {_points(score_sum(c['score'] for c in shown))}/"
+            f"{_points(sum(c['max_score'] for c in shown))} points on the checks shown now; "
+            f"{_withheld_text(withheld)}."
+        )
     else:
         head = f"{view['problem']}: {_points(view['score'])}/{_points(view['max_score'])} points ({view['status']})"
-    lines = [head, *([view["message"]] if view["message"] else []), *_diagnosis_lines(view),
-             *(_tier_line(t) for t in view["tiers"])]
+    lines = [
+        head,
+        *([view["message"]] if view["message"] else []),
+        *_diagnosis_lines(view),
+        *(_tier_line(t) for t in view["tiers"]),
+    ]
     lines.append(HIDDEN_NOTE)
     return "\n".join(lines)
 
 
 def _diagnosis_lines(view: dict[str, Any]) -> list[str]:
     """The likeliest misreadings, first: what a learner should read before the list of symptoms."""
-    return [f"Likely misreading ({d['id']}, charged in {', '.join(d['owners'])}): {d['explanation']}"
-            for d in view.get("diagnosis", [])]
+    return [
+        f"Likely misreading ({d['id']}, charged in {', '.join(d['owners'])}): {d['explanation']}"
+        for d in view.get("diagnosis", [])
+    ]
 
 
 def gradescope_refusal(checks: list[CheckSpec]) -> str | None:
@@ -88,9 +104,11 @@ def gradescope_refusal(checks: list[CheckSpec]) -> str | None:
     hidden = [c.id for c in checks if c.visibility == "hidden" and c.points > 0]
     if not hidden:
         return None
-    return (f"checks {', '.join(hidden)} are `visibility = \"hidden\"` and worth points; Gradescope shows the total "
-            "whenever only hidden tests are held back, which gives their points away: declare them "
-            "\"after_published\" or \"after_due_date\"")
+    return (
+        f'checks {", ".join(hidden)} are `visibility = "hidden"` and worth points; Gradescope shows the total '
+        "whenever only hidden tests are held back, which gives their points away: declare them "
+        '"after_published" or "after_due_date"'
+    )
 
 
 def gradescope_results(report: Report, execution_s: float | None = None) -> dict[str, Any]:
@@ -104,16 +122,18 @@ def gradescope_results(report: Report, execution_s: float | None = None) -> dict
     tests = []
     for tier in view["tiers"]:
         for position, check in enumerate(tier["checks"], start=1):
-            tests.append({
-                "name": f"{check['id']}: {check['title']}",
-                "number": f"{tier['tier'].removeprefix('T')}.{position}",
-                "score": round_score(check["score"]),
-                "max_score": check["max_score"],
-                "status": "passed" if check["verdict"] == Verdict.PASS else "failed",
-                "output": _check_output(check),
-                "tags": [tier["tier"], check["verdict"]],
-                "visibility": check["visibility"],
-            })
+            tests.append(
+                {
+                    "name": f"{check['id']}: {check['title']}",
+                    "number": f"{tier['tier'].removeprefix('T')}.{position}",
+                    "score": round_score(check["score"]),
+                    "max_score": check["max_score"],
+                    "status": "passed" if check["verdict"] == Verdict.PASS else "failed",
+                    "output": _check_output(check),
+                    "tags": [tier["tier"], check["verdict"]],
+                    "visibility": check["visibility"],
+                }
+            )
     return {
         "score": score_sum(test["score"] for test in tests),
         "execution_time": math.ceil(report.duration_s if execution_s is None else max(execution_s, report.duration_s)),
@@ -138,8 +158,7 @@ def _count(checks: list[dict[str, Any]], element: str) -> int:
 
 
 def _testcase(suite: ET.Element, classname: str, check: dict[str, Any], status: str) -> None:
-    case = ET.SubElement(suite, "testcase", name=check["id"], classname=classname,
-                         time=_seconds(check["duration_s"]))
+    case = ET.SubElement(suite, "testcase", name=check["id"], classname=classname, time=_seconds(check["duration_s"]))
     element = JUNIT_ELEMENT.get(Verdict(check["verdict"]))
     if element is None:
         return
@@ -151,9 +170,16 @@ def _testcase(suite: ET.Element, classname: str, check: dict[str, Any], status: 
 
 
 def _suite(parent: ET.Element, name: str, checks: list[dict[str, Any]], properties: dict[str, str]) -> ET.Element:
-    suite = ET.SubElement(parent, "testsuite", name=_xml_text(name), tests=str(len(checks)),
-                          failures=str(_count(checks, "failure")), errors=str(_count(checks, "error")),
-                          skipped="0", time=_seconds(sum(c["duration_s"] for c in checks)))
+    suite = ET.SubElement(
+        parent,
+        "testsuite",
+        name=_xml_text(name),
+        tests=str(len(checks)),
+        failures=str(_count(checks, "failure")),
+        errors=str(_count(checks, "error")),
+        skipped="0",
+        time=_seconds(sum(c["duration_s"] for c in checks)),
+    )
     listed = ET.SubElement(suite, "properties")
     for key, value in properties.items():
         ET.SubElement(listed, "property", name=key, value=_xml_text(value))
@@ -162,9 +188,13 @@ def _suite(parent: ET.Element, name: str, checks: list[dict[str, Any]], properti
 
 def _document(name: str, suites: list[ET.Element], root: ET.Element, duration_s: float) -> str:
     cases = [case for suite in suites for case in suite.iter("testcase")]
-    root.attrib.update(name=_xml_text(name), tests=str(len(cases)),
-                       failures=str(sum(case.find("failure") is not None for case in cases)),
-                       errors=str(sum(case.find("error") is not None for case in cases)), time=_seconds(duration_s))
+    root.attrib.update(
+        name=_xml_text(name),
+        tests=str(len(cases)),
+        failures=str(sum(case.find("failure") is not None for case in cases)),
+        errors=str(sum(case.find("error") is not None for case in cases)),
+        time=_seconds(duration_s),
+    )
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -178,8 +208,12 @@ def junit_xml(report: Report) -> str:
         _suite(root, "diagnosis", [], {f"misreading.{d['id']}": d["explanation"] for d in view["diagnosis"]})
     suites = []
     for tier in view["tiers"]:
-        suite = _suite(root, f"{tier['tier']} {tier['title']}", tier["checks"],
-                       {"score": _points(tier["score"]), "max_score": _points(tier["max_score"])})
+        suite = _suite(
+            root,
+            f"{tier['tier']} {tier['title']}",
+            tier["checks"],
+            {"score": _points(tier["score"]), "max_score": _points(tier["max_score"])},
+        )
         for check in tier["checks"]:
             _testcase(suite, f"{view['problem']}.{tier['tier']}", check, view["status"])
         suites.append(suite)
@@ -192,8 +226,12 @@ def class_junit_xml(reports: list[Report]) -> str:
     suites = []
     for view in (learner_view(r) for r in sorted(reports, key=lambda r: r.submission)):
         checks = [c for tier in view["tiers"] for c in tier["checks"]]
-        suite = _suite(root, view["submission"], checks, {
-            "score": _points(view["score"]), "max_score": _points(view["max_score"]), "status": view["status"]})
+        suite = _suite(
+            root,
+            view["submission"],
+            checks,
+            {"score": _points(view["score"]), "max_score": _points(view["max_score"]), "status": view["status"]},
+        )
         for tier in view["tiers"]:
             for check in tier["checks"]:
                 _testcase(suite, f"{view['problem']}.{tier['tier']}", check, view["status"])
@@ -202,8 +240,9 @@ def class_junit_xml(reports: list[Report]) -> str:
     return _document(problem, suites, root, sum(r.duration_s for r in reports))
 
 
-def write_exports(report: Report, gradescope: Path | None = None, junit: Path | None = None,
-                  execution_s: float | None = None) -> None:
+def write_exports(
+    report: Report, gradescope: Path | None = None, junit: Path | None = None, execution_s: float | None = None
+) -> None:
     """Write whichever exports were asked for, each atomically."""
     if gradescope is not None:
         results = gradescope_results(report, execution_s)

@@ -29,8 +29,13 @@ from typing import Any, NoReturn
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.8, 100  # 800 x 480 px: legible at the width a report page shows it
 REFERENCE_STYLE: dict[str, Any] = {"color": "0.55", "alpha": 0.35, "linewidth": 4.0}  # faint, under the learner's lines
-MISS_STYLE: dict[str, Any] = {"linestyle": "none", "marker": "x", "color": "#cf222e", "markersize": 7,
-                             "markeredgewidth": 1.8}
+MISS_STYLE: dict[str, Any] = {
+    "linestyle": "none",
+    "marker": "x",
+    "color": "#cf222e",
+    "markersize": 7,
+    "markeredgewidth": 1.8,
+}
 STATUS = struct.Struct(">i")  # a drawing process's pid, then its exit status, between the server and the judge
 OFF_SCALE_STYLE: dict[str, Any] = {"linestyle": "none", "color": "#cf222e", "markersize": 7}
 # Fixed margins, in inches, instead of a constrained layout, which measures every text and so draws each figure
@@ -79,8 +84,16 @@ def figure_of(spec: dict[str, Any]) -> Any:
     if spec.get("reference"):
         handles.append(Line2D([], [], label=spec["reference_label"], **REFERENCE_STYLE))
     for i, line in enumerate(spec["lines"]):
-        (drawn,) = ax.plot(line["x"], line["y"], line["style"], color=f"C{i}", label=line["label"],
-                           linewidth=1.6, markersize=3.5, zorder=3)
+        (drawn,) = ax.plot(
+            line["x"],
+            line["y"],
+            line["style"],
+            color=f"C{i}",
+            label=line["label"],
+            linewidth=1.6,
+            markersize=3.5,
+            zorder=3,
+        )
         handles.append(drawn)
     marks = spec.get("marks")
     if marks and marks["x"]:
@@ -88,8 +101,9 @@ def figure_of(spec: dict[str, Any]) -> Any:
     for edge, marker in (("above", "^"), ("below", "v")):
         off = spec.get("off_scale", {}).get(edge)
         if off and off["x"]:
-            handles.append(ax.plot(off["x"], off["y"], marker=marker, label=off["label"], zorder=4,
-                                   **OFF_SCALE_STYLE)[0])
+            handles.append(
+                ax.plot(off["x"], off["y"], marker=marker, label=off["label"], zorder=4, **OFF_SCALE_STYLE)[0]
+            )
     ax.set_xlim(*spec["xlim"])
     ax.set_ylim(*spec["ylim"])
     title = spec["title"] + (f"\n{spec['note']}" if spec.get("note") else "")
@@ -100,8 +114,14 @@ def figure_of(spec: dict[str, Any]) -> Any:
     # below the axes, never over the data; two columns keep it short
     columns = 2 if len(handles) > 2 else max(len(handles), 1)
     _place(fig, title.count("\n") + 1, math.ceil(len(handles) / columns))
-    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, BOTTOM_PAD_IN / HEIGHT_IN), ncols=columns,
-               fontsize=9, frameon=False)
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, BOTTOM_PAD_IN / HEIGHT_IN),
+        ncols=columns,
+        fontsize=9,
+        frameon=False,
+    )
     return fig
 
 
@@ -109,8 +129,9 @@ def _place(fig: Any, title_lines: int, legend_rows: int) -> None:
     """The axes inside fixed margins that leave room for the title, the axis labels and the legend."""
     top = TOP_PAD_IN + title_lines * TITLE_LINE_IN
     bottom = BOTTOM_PAD_IN + X_AXIS_IN + legend_rows * LEGEND_ROW_IN
-    fig.subplots_adjust(left=LEFT_IN / WIDTH_IN, right=1 - RIGHT_IN / WIDTH_IN, top=1 - top / HEIGHT_IN,
-                        bottom=bottom / HEIGHT_IN)
+    fig.subplots_adjust(
+        left=LEFT_IN / WIDTH_IN, right=1 - RIGHT_IN / WIDTH_IN, top=1 - top / HEIGHT_IN, bottom=bottom / HEIGHT_IN
+    )
 
 
 def draw_job() -> None:
@@ -133,8 +154,17 @@ def _warm_up() -> None:
     """Draw a throwaway figure in memory: fonts, the text cache and the PNG writer are loaded once, before any
     job, and every process forked from here starts with them."""
     line = {"x": [0, 1], "y": [1, 0], "label": "l", "style": "o-"}
-    spec = {"title": "t\nn", "xlabel": "x", "ylabel": "y", "xlim": [0, 1], "ylim": [0, 1], "reference_label": "r",
-            "reference": [line], "lines": [line], "marks": {"x": [0.5], "y": [0.5], "label": "m"}}
+    spec = {
+        "title": "t\nn",
+        "xlabel": "x",
+        "ylabel": "y",
+        "xlim": [0, 1],
+        "ylim": [0, 1],
+        "reference_label": "r",
+        "reference": [line],
+        "lines": [line],
+        "marks": {"x": [0.5], "y": [0.5], "label": "m"},
+    }
     figure_of(spec).savefig(io.BytesIO(), format="png")
 
 

@@ -83,9 +83,12 @@ def learner_diagnosis(report: Report) -> list[dict[str, Any]]:
     for finding in report.diagnosis:
         if not everything and not set(finding.charged_in or finding.owners) & visible:
             continue
-        entry: dict[str, Any] = {"id": finding.id, "explanation": finding.explanation,
-                                 "checks": [c for c in finding.checks if everything or c in visible],
-                                 "owners": [c for c in finding.owners if everything or c in visible]}
+        entry: dict[str, Any] = {
+            "id": finding.id,
+            "explanation": finding.explanation,
+            "checks": [c for c in finding.checks if everything or c in visible],
+            "owners": [c for c in finding.owners if everything or c in visible],
+        }
         if everything:
             entry.update(cases_explained=finding.cases_explained, cases_failing=finding.cases_failing)
         shown.append(entry)

@@ -55,8 +55,12 @@ class Unplottable(Exception):
 
 def series_tolerances(checks: list[CheckSpec]) -> dict[str, Tolerance]:
     """The tolerance of every series an experiment check compares; exact checks compare bit for bit."""
-    return {name: Tolerance(rtol=0.0, atol=0.0) if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
-            for check in checks if check.kind == "experiment" for name in check.series}
+    return {
+        name: Tolerance(rtol=0.0, atol=0.0) if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
+        for check in checks
+        if check.kind == "experiment"
+        for name in check.series
+    }
 
 
 def plottable(value: Any, name: str) -> torch.Tensor:
@@ -150,26 +154,39 @@ def _label(label: str, reference: bool) -> str:
     return clean_line(re.sub(r"^your\b", "reference", label) if reference else label)
 
 
-def _base_spec(plot: PlotSpec, out_dir: Path, file: str, note: str, xlim: tuple[float, float],
-               ylim: tuple[float, float]) -> dict[str, Any]:
+def _base_spec(
+    plot: PlotSpec, out_dir: Path, file: str, note: str, xlim: tuple[float, float], ylim: tuple[float, float]
+) -> dict[str, Any]:
     ylabel = plot.ylabel or (plot.lines[0].label if len(plot.lines) == 1 else "value")
-    return {"file": file, "path": str(out_dir / file), "title": clean_line(plot.title), "note": clean_line(note),
-            "xlabel": clean_line(plot.xlabel or plot.x), "ylabel": clean_line(_label(ylabel, False)),
-            "xlim": list(xlim), "ylim": list(ylim), "reference_label": REFERENCE_LABEL}
+    return {
+        "file": file,
+        "path": str(out_dir / file),
+        "title": clean_line(plot.title),
+        "note": clean_line(note),
+        "xlabel": clean_line(plot.xlabel or plot.x),
+        "ylabel": clean_line(_label(ylabel, False)),
+        "xlim": list(xlim),
+        "ylim": list(ylim),
+        "reference_label": REFERENCE_LABEL,
+    }
 
 
 def _line_specs(plot: PlotSpec, panel: _Panel, spec: dict[str, Any], reference: bool) -> list[dict[str, Any]]:
     x = _pulled_in(panel.x, *spec["xlim"])
-    return [{"x": x, "y": _pulled_in(y, *spec["ylim"]), "label": _label(line.label, reference), "style": line.style}
-            for line, y in zip(plot.lines, panel.lines, strict=True)]
+    return [
+        {"x": x, "y": _pulled_in(y, *spec["ylim"]), "label": _label(line.label, reference), "style": line.style}
+        for line, y in zip(plot.lines, panel.lines, strict=True)
+    ]
 
 
-def _learner_spec(spec: dict[str, Any], plot: PlotSpec, mine: _Panel, ref: _Panel | None,
-                  tolerances: Mapping[str, Tolerance]) -> dict[str, Any]:
+def _learner_spec(
+    spec: dict[str, Any], plot: PlotSpec, mine: _Panel, ref: _Panel | None, tolerances: Mapping[str, Tolerance]
+) -> dict[str, Any]:
     (xlo, xhi), (lo, hi) = spec["xlim"], spec["ylim"]
     spec["lines"] = _line_specs(plot, mine, spec, reference=False)
-    spec["reference"] = [] if ref is None else [
-        {"x": _pulled_in(ref.x, xlo, xhi), "y": _pulled_in(y, lo, hi)} for y in ref.lines]
+    spec["reference"] = (
+        [] if ref is None else [{"x": _pulled_in(ref.x, xlo, xhi), "y": _pulled_in(y, lo, hi)} for y in ref.lines]
+    )
     x = mine.x.clamp(xlo, xhi)
     misses = torch.zeros_like(x, dtype=torch.bool)
     at = torch.full_like(x, math.nan)
@@ -193,10 +210,16 @@ def _learner_spec(spec: dict[str, Any], plot: PlotSpec, mine: _Panel, ref: _Pane
     return spec
 
 
-def figure_specs(plots: list[PlotSpec], series: Mapping[str, Any], out_dir: Path, note: str = "",
-                 reference: Mapping[str, Any] | None = None, preview: Mapping[str, Any] | None = None,
-                 tolerances: Mapping[str, Tolerance] | None = None, as_reference: bool = False,
-                 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def figure_specs(
+    plots: list[PlotSpec],
+    series: Mapping[str, Any],
+    out_dir: Path,
+    note: str = "",
+    reference: Mapping[str, Any] | None = None,
+    preview: Mapping[str, Any] | None = None,
+    tolerances: Mapping[str, Tolerance] | None = None,
+    as_reference: bool = False,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """What `grader.outputs.figures` draws for these series, and why any plot cannot be drawn.
 
     With `reference`, each learner plot overlays it and marks the points outside `tolerances`; with `preview`,
@@ -309,8 +332,12 @@ class PlotServer:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS), str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=_environment())
+                pass_fds=(theirs.fileno(),),
+                cwd=PACKAGE_PARENT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=_environment(),
+            )
         finally:
             theirs.close()
 
@@ -397,10 +424,18 @@ class PlotJob:
     is missing. Neither ever raises.
     """
 
-    def __init__(self, plots: list[PlotSpec], out_dir: Path, note: str = "",
-                 reference: dict[str, torch.Tensor] | None = None, preview: dict[str, torch.Tensor] | None = None,
-                 tolerances: Mapping[str, Tolerance] | None = None, as_reference: bool = False,
-                 timeout_s: float = PLOT_TIMEOUT_S, server: PlotServer | None = None) -> None:
+    def __init__(
+        self,
+        plots: list[PlotSpec],
+        out_dir: Path,
+        note: str = "",
+        reference: dict[str, torch.Tensor] | None = None,
+        preview: dict[str, torch.Tensor] | None = None,
+        tolerances: Mapping[str, Tolerance] | None = None,
+        as_reference: bool = False,
+        timeout_s: float = PLOT_TIMEOUT_S,
+        server: PlotServer | None = None,
+    ) -> None:
         self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
         self._reference, self._preview, self._tolerances = reference, preview, tolerances
         self._as_reference, self._timeout_s = as_reference, timeout_s
@@ -418,9 +453,15 @@ class PlotJob:
         if self._process is None:
             try:
                 self._process = subprocess.Popen(
-                    [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)], cwd=PACKAGE_PARENT,
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                    start_new_session=True, env=_environment())
+                    [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)],
+                    cwd=PACKAGE_PARENT,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                    env=_environment(),
+                )
             except OSError as exc:
                 self._start_error = f"the plotting process could not start: {exc}"
 
@@ -431,8 +472,16 @@ class PlotJob:
         specs: list[dict[str, Any]] = []
         try:
             if series:
-                specs, self.failures = figure_specs(self._plots, series, self._out_dir, self._note, self._reference,
-                                                    self._preview, self._tolerances, self._as_reference)
+                specs, self.failures = figure_specs(
+                    self._plots,
+                    series,
+                    self._out_dir,
+                    self._note,
+                    self._reference,
+                    self._preview,
+                    self._tolerances,
+                    self._as_reference,
+                )
         except Exception as exc:  # a plot the judge cannot prepare is a missing plot, not a grade
             self.failures = {plot.file: f"not prepared: {type(exc).__name__}: {exc}" for plot in self._plots}
         self._asked = [spec["file"] for spec in specs]
@@ -525,8 +574,9 @@ class PlotJob:
         return "Plots not drawn: " + "; ".join(f"{file} ({why})" for file, why in sorted(self.failures.items()))
 
 
-def draw(plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Path, note: str = "",
-         reference: bool = False) -> list[str]:
+def draw(
+    plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Path, note: str = "", reference: bool = False
+) -> list[str]:
     """Draw `series` and wait: every plot whose series are present and aligned; return the file names written.
 
     Specs label the learner's curves "your ..."; a `reference` preview labels the same curves "reference ...".

@@ -134,8 +134,9 @@ def reproduce_command(problem_id: str, submission: Path, seed: int, root: Path =
         shown = path.relative_to(root.resolve()).as_posix()
     except ValueError:
         shown = str(path)
-    return shlex.join([".venv/bin/python", "-m", "grader", "grade", shown, "--problem", problem_id,
-                       "--seed", str(seed)])
+    return shlex.join(
+        [".venv/bin/python", "-m", "grader", "grade", shown, "--problem", problem_id, "--seed", str(seed)]
+    )
 
 
 def write_atomic(path: Path, text: str) -> None:

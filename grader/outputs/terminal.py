@@ -26,8 +26,13 @@ from grader.outputs.report import Report
 from grader.text import LINE_CHARS, clean_line
 
 STYLE = {
-    Verdict.PASS: "green", Verdict.FAIL: "red", Verdict.ERROR: "red", Verdict.TIMEOUT: "yellow",
-    Verdict.CRASHED: "yellow", Verdict.SKIPPED: "dim", Verdict.JUDGE_ERROR: "bold magenta",
+    Verdict.PASS: "green",
+    Verdict.FAIL: "red",
+    Verdict.ERROR: "red",
+    Verdict.TIMEOUT: "yellow",
+    Verdict.CRASHED: "yellow",
+    Verdict.SKIPPED: "dim",
+    Verdict.JUDGE_ERROR: "bold magenta",
 }
 
 
@@ -49,8 +54,10 @@ def diagnosis_lines(report: Report) -> list[str]:
     lines = []
     for finding in report.diagnosis:
         owners = ", ".join(finding.owners)
-        lines.append(f"{finding.id}: explains {finding.cases_explained} of {finding.cases_failing} failing cases "
-                     f"(charged in {owners}). {finding.explanation}")
+        lines.append(
+            f"{finding.id}: explains {finding.cases_explained} of {finding.cases_failing} failing cases "
+            f"(charged in {owners}). {finding.explanation}"
+        )
     return lines
 
 
@@ -62,20 +69,35 @@ def print_diagnosis(report: Report, console: Console) -> None:
     for line in diagnosis_lines(report):
         console.print(Text(f"  - {line}"))
     if report.follow_through:
-        console.print(Text("  Cases these misreadings explain earn their points in the checks that do not own them "
-                           "(follow-through); the owner checks charge them.", style="dim"))
+        console.print(
+            Text(
+                "  Cases these misreadings explain earn their points in the checks that do not own them "
+                "(follow-through); the owner checks charge them.",
+                style="dim",
+            )
+        )
 
 
 def print_report(report: Report, path: Path) -> None:
-    table = Table(title=Text(f"{report.problem} · {clean_line(report.submission)} · "
-                             f"{report.score:g}/{report.max_score:g} ({report.status})"), show_lines=False)
+    table = Table(
+        title=Text(
+            f"{report.problem} · {clean_line(report.submission)} · "
+            f"{report.score:g}/{report.max_score:g} ({report.status})"
+        ),
+        show_lines=False,
+    )
     for column in ("tier", "check", "verdict", "score", "message"):
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
     for tier in report.tiers:
         for check in tier.checks:
             message = _learner("" if check.verdict == Verdict.PASS else check.message, TERMINAL_MESSAGE_CHARS)
-            table.add_row(tier.tier, check.id, f"[{STYLE[check.verdict]}]{check.verdict}[/]",
-                          f"{check.score:g}/{check.max_score:g}", message)
+            table.add_row(
+                tier.tier,
+                check.id,
+                f"[{STYLE[check.verdict]}]{check.verdict}[/]",
+                f"{check.score:g}/{check.max_score:g}",
+                message,
+            )
     console = _console()
     print_diagnosis(report, console)
     console.print(table)
@@ -91,8 +113,12 @@ def print_class_table(reports: list[Report], summary: Path, dashboard: Path | No
         table.add_column(column)
     for r in sorted(reports, key=lambda r: r.submission):
         tiers = {t.tier: t for t in r.tiers}
-        table.add_row(_learner(r.submission), str(r.status), f"{r.score:g}/{r.max_score:g}",
-                      *(f"{tiers[t].score:g}" if t in tiers else "-" for t in TIERS))
+        table.add_row(
+            _learner(r.submission),
+            str(r.status),
+            f"{r.score:g}/{r.max_score:g}",
+            *(f"{tiers[t].score:g}" if t in tiers else "-" for t in TIERS),
+        )
     console = _console()
     console.print(table)
     console.print(Text(f"summary: {clean_line(summary, 1024)}"))
@@ -103,8 +129,16 @@ def print_class_table(reports: list[Report], summary: Path, dashboard: Path | No
 @contextmanager
 def grading_progress(total: int) -> Iterator[Callable[[Report], None]]:
     """A progress bar for grade-all (done/total, elapsed, ETA); the callback is safe to call from any thread."""
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("elapsed"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=_console()) as progress:
         task = progress.add_task("grading", total=total)
 

@@ -146,8 +146,11 @@ class Outcome:
 
 
 def rows_of(report: Report) -> list[Row]:
-    return [Row(tier.tier, check.id, Verdict(check.verdict), check.score, check.max_score, check.message)
-            for tier in report.tiers for check in tier.checks]
+    return [
+        Row(tier.tier, check.id, Verdict(check.verdict), check.score, check.max_score, check.message)
+        for tier in report.tiers
+        for check in tier.checks
+    ]
 
 
 def _short(text: str) -> Text:
@@ -165,8 +168,10 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
     for entry in report.diagnosis:
         line = Text("likely misreading: ", style="bold yellow")
         line.append(f"{clean_line(entry.explanation, 600)} ")
-        line.append(f"({entry.cases_explained} of {entry.cases_failing} failing cases; "
-                    f"charged in {', '.join(entry.owners)})", style="dim")
+        line.append(
+            f"({entry.cases_explained} of {entry.cases_failing} failing cases; charged in {', '.join(entry.owners)})",
+            style="dim",
+        )
         shown.append(line)
     if report.message:
         shown.append(Text(clean_line(report.message, 600), style="red"))
@@ -186,8 +191,13 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
         verdict = Text(str(row.verdict), style=STYLE[row.verdict])
         if changed:
             verdict.append(f" (was {was})", style="bold reverse")
-        table.add_row(row.tier, Text(row.check, style="bold reverse" if changed else ""), verdict,
-                      f"{row.score:g}/{row.max_score:g}", _short("" if row.verdict == Verdict.PASS else row.message))
+        table.add_row(
+            row.tier,
+            Text(row.check, style="bold reverse" if changed else ""),
+            verdict,
+            f"{row.score:g}/{row.max_score:g}",
+            _short("" if row.verdict == Verdict.PASS else row.message),
+        )
     if table.row_count:
         shown.append(table)
     rows = len(rows_of(report))
@@ -201,8 +211,11 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
 
 
 def footer(outcome: Outcome, seconds: float) -> Text:
-    return Text(f"report: {clean_line(outcome.report_path, 1024)}, written {seconds:.2f} s after the save was seen"
-                + (f"  ·  {outcome.note}" if outcome.note else ""), style="dim")
+    return Text(
+        f"report: {clean_line(outcome.report_path, 1024)}, written {seconds:.2f} s after the save was seen"
+        + (f"  ·  {outcome.note}" if outcome.note else ""),
+        style="dim",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -211,6 +224,7 @@ def footer(outcome: Outcome, seconds: float) -> Text:
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """SIGINT and SIGTERM raise Stopped in the main thread, once: a second signal does not cut the cleanup short."""
+
     def stop(signum: int, frame: FrameType | None) -> None:
         for number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(number, signal.SIG_IGN)
@@ -229,8 +243,12 @@ class Judge(Protocol):
 
     def start(self) -> None: ...
 
-    def grade(self, snapshot: Snapshot, publish: Callable[[], bool], show: Callable[[Report], None],
-              ) -> Outcome | None:
+    def grade(
+        self,
+        snapshot: Snapshot,
+        publish: Callable[[], bool],
+        show: Callable[[Report], None],
+    ) -> Outcome | None:
         """Grade the snapshot; only if `publish()` is true once the grade is done, `show` its report (the first
         answer, before plots are waited for), write its outputs and return its Outcome; None when the file
         changed meanwhile (its next version is graded next)."""
@@ -259,21 +277,26 @@ class Screen:
         self.shown = None
 
 
-def watch(file: Path, judge: Judge, debounce_s: float = DEBOUNCE_S, poll_s: float = POLL_S,
-          console: Console | None = None) -> ExitCode:
+def watch(
+    file: Path, judge: Judge, debounce_s: float = DEBOUNCE_S, poll_s: float = POLL_S, console: Console | None = None
+) -> ExitCode:
     """Grade `file` now and after every save until SIGINT or SIGTERM; always close the judge, then return 0."""
     screen = Screen(console or Console(width=140, soft_wrap=False, highlight=False))
     watcher = SaveWatcher(file, poll_s)
     with stop_on_signals():
         try:
-            screen.console.print(Text(f"watching {clean_line(file, 1024)}: every save is graded; Ctrl-C ends",
-                                      style="dim"))
+            screen.console.print(
+                Text(f"watching {clean_line(file, 1024)}: every save is graded; Ctrl-C ends", style="dim")
+            )
             judge.start()
             while True:
                 snapshot = watcher.next_version()
                 try:
-                    outcome = judge.grade(snapshot, partial(watcher.settled, snapshot, debounce_s),
-                                          partial(screen.show, since=snapshot.noticed))
+                    outcome = judge.grade(
+                        snapshot,
+                        partial(watcher.settled, snapshot, debounce_s),
+                        partial(screen.show, since=snapshot.noticed),
+                    )
                 finally:
                     snapshot.discard()
                 if outcome is not None:

@@ -31,16 +31,27 @@ class PackJudge:
     def start(self) -> None:
         self.problem, self.cases = PackedProblem.load(self.root), PackedCases(self.root / DATA_FILE)
 
-    def grade(self, snapshot: Snapshot, publish: Callable[[], bool], show: Callable[[Report], None],
-              ) -> Outcome | None:
+    def grade(
+        self,
+        snapshot: Snapshot,
+        publish: Callable[[], bool],
+        show: Callable[[Report], None],
+    ) -> Outcome | None:
         assert self.problem is not None and self.cases is not None
-        graded = grade(cast(Problem, self.problem), snapshot.path, self.cases.seed, self.problem.spec.limits,
-                       expectations=cast(Expectations, self.cases), command=f"python check {self.file}")
+        graded = grade(
+            cast(Problem, self.problem),
+            snapshot.path,
+            self.cases.seed,
+            self.problem.spec.limits,
+            expectations=cast(Expectations, self.cases),
+            command=f"python check {self.file}",
+        )
         if not publish():
             return None
         show(graded.report)
-        write_atomic(self.report_path, json.dumps(learner_report(graded.report, self.problem.full_spec), indent=2)
-                     + "\n")
+        write_atomic(
+            self.report_path, json.dumps(learner_report(graded.report, self.problem.full_spec), indent=2) + "\n"
+        )
         hidden = len(hidden_checks(self.problem.full_spec))
         note = f"{hidden} more checks run only in the official grade, on hidden cases" if hidden else ""
         return Outcome(graded.report, self.report_path, note)

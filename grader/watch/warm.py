@@ -52,8 +52,9 @@ class KeptPlots:
         before = self.drawn.series
         if series is None or series.keys() != before.keys():
             return False
-        if not all(series[name].dtype == value.dtype and torch.equal(series[name], value)
-                   for name, value in before.items()):
+        if not all(
+            series[name].dtype == value.dtype and torch.equal(series[name], value) for name, value in before.items()
+        ):
             return False  # NaN never equals NaN: such a series is drawn again, which is merely slower
         return all((out / file).is_file() for file in self.drawn.written)
 
@@ -106,9 +107,15 @@ class WarmJudge:
     def _plot_job(self) -> PlotJob | None:
         if not self.problem.spec.plots:
             return None
-        return PlotJob(self.problem.spec.plots, self.out, note="drawn from your functions",
-                       reference=self.inputs.reference, preview=self.inputs.preview,
-                       tolerances=series_tolerances(self.problem.spec.checks), server=self.plot_server)
+        return PlotJob(
+            self.problem.spec.plots,
+            self.out,
+            note="drawn from your functions",
+            reference=self.inputs.reference,
+            preview=self.inputs.preview,
+            tolerances=series_tolerances(self.problem.spec.checks),
+            server=self.plot_server,
+        )
 
     def _live_zygote(self) -> Zygote:
         """The zygote, started again if it has died (the machine ran short of memory, say)."""
@@ -119,8 +126,12 @@ class WarmJudge:
             self.zygote = Zygote()
         return self.zygote
 
-    def grade(self, snapshot: Snapshot, publish: Callable[[], bool], show: Callable[[Report], None],
-              ) -> Outcome | None:
+    def grade(
+        self,
+        snapshot: Snapshot,
+        publish: Callable[[], bool],
+        show: Callable[[Report], None],
+    ) -> Outcome | None:
         """Grade the snapshot; if `publish()` says the file still holds it, `show` the report and write the
         outputs, else None."""
         self.out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +148,16 @@ class WarmJudge:
 
         job_used = False  # whether the job has drawn, or may be drawing, into the folder
         try:
-            graded = grade(self.problem, snapshot.path, self.seed, self.limits, expectations=self.expectations,
-                           zygote=self._live_zygote(), command=self.command, series_sink=sink)
+            graded = grade(
+                self.problem,
+                snapshot.path,
+                self.seed,
+                self.limits,
+                expectations=self.expectations,
+                zygote=self._live_zygote(),
+                command=self.command,
+                series_sink=sink,
+            )
             plots = target[0] if target else job  # no series (an import error): the job draws nothing
             job_used = plots is job and job is not None
             if job_used:

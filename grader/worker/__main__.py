@@ -74,8 +74,11 @@ def handle(call: CallRequest, module: ModuleType, config: WorkerConfig) -> dict[
     function = getattr(module, call["function"], None)
     if function is None:
         return dict(messages.missing(call["function"]))
-    return messages.observed(protocol.observe_call(function, call["kwargs"], call["requires_grad"], call["backward"],
-                                                   source=config["submission"]))
+    return messages.observed(
+        protocol.observe_call(
+            function, call["kwargs"], call["requires_grad"], call["backward"], source=config["submission"]
+        )
+    )
 
 
 def main() -> None:
@@ -90,7 +93,7 @@ def warm_up() -> None:
         torch.set_num_interop_threads(1)
     x = torch.ones(2, 3, dtype=torch.float64)
     observation = protocol.observe_call(lambda x: (x.exp() * 2).sum(), {"x": x}, ["x"], True)
-    protocol.decode(protocol.encode(observation)[protocol.HEADER.size:])
+    protocol.decode(protocol.encode(observation)[protocol.HEADER.size :])
 
 
 def serve(config: WorkerConfig) -> None:

@@ -110,8 +110,12 @@ def read_call(raw: Any, where: str = "call") -> CallRequest:
     kwargs = _require(raw.get("kwargs"), dict, f"{where}.kwargs")
     for name in [*requires_grad, *kwargs]:
         _require(name, str, f"a parameter name in {where}")
-    return {"function": _require(raw.get("function"), str, f"{where}.function"), "kwargs": kwargs,
-            "requires_grad": requires_grad, "backward": _require(raw.get("backward"), bool, f"{where}.backward")}
+    return {
+        "function": _require(raw.get("function"), str, f"{where}.function"),
+        "kwargs": kwargs,
+        "requires_grad": requires_grad,
+        "backward": _require(raw.get("backward"), bool, f"{where}.backward"),
+    }
 
 
 def read_calls(raw: Any) -> list[CallRequest]:
@@ -129,7 +133,10 @@ def read_worker_config(raw: Any) -> WorkerConfig:
     functions = _require(raw.get("functions"), list, "functions")
     for name in functions:
         _require(name, str, "a function name")
-    return {"submission": _require(raw.get("submission"), str, "submission"), "functions": functions,
-            "request_fd": _require(raw.get("request_fd"), int, "request_fd"),
-            "response_fd": _require(raw.get("response_fd"), int, "response_fd"),
-            "max_frame_bytes": _require(raw.get("max_frame_bytes"), int, "max_frame_bytes")}
+    return {
+        "submission": _require(raw.get("submission"), str, "submission"),
+        "functions": functions,
+        "request_fd": _require(raw.get("request_fd"), int, "request_fd"),
+        "response_fd": _require(raw.get("response_fd"), int, "response_fd"),
+        "max_frame_bytes": _require(raw.get("max_frame_bytes"), int, "max_frame_bytes"),
+    }

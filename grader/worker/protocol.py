@@ -95,8 +95,9 @@ def describe_exception(exc: BaseException, source: str | None = None) -> dict[st
             frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == source]
         except Exception:  # a traceback the learner tampered with is left out, not fatal
             frames = []
-        described["where"] = "; ".join(f"line {f.lineno} in {f.name}: {(f.line or '').strip()[:120]}"
-                                       for f in frames[-3:])[:600]
+        described["where"] = "; ".join(
+            f"line {f.lineno} in {f.name}: {(f.line or '').strip()[:120]}" for f in frames[-3:]
+        )[:600]
     return described
 
 

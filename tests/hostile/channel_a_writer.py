@@ -82,12 +82,20 @@ def leave(source):
     data = payload.encode()
     outcomes = {}
     for ring, ring_id in KEYRINGS.items():
-        outcomes["keyring_" + ring] = _raw("add_key", b"user", TAG.encode(), data, ctypes.c_size_t(len(data)),
-                                           ctypes.c_long(ring_id))
-    outcomes["keyring_persistent"] = _raw("keyctl", ctypes.c_long(KEYCTL_GET_PERSISTENT), ctypes.c_long(-1),
-                                          ctypes.c_long(-4))
-    places = ["/tmp/" + TAG, "/var/tmp/" + TAG, "/dev/shm/" + TAG, os.path.join(os.getcwd(), TAG),
-              os.path.join(os.path.expanduser("~"), TAG), _cgroup_file()]
+        outcomes["keyring_" + ring] = _raw(
+            "add_key", b"user", TAG.encode(), data, ctypes.c_size_t(len(data)), ctypes.c_long(ring_id)
+        )
+    outcomes["keyring_persistent"] = _raw(
+        "keyctl", ctypes.c_long(KEYCTL_GET_PERSISTENT), ctypes.c_long(-1), ctypes.c_long(-4)
+    )
+    places = [
+        "/tmp/" + TAG,
+        "/var/tmp/" + TAG,
+        "/dev/shm/" + TAG,
+        os.path.join(os.getcwd(), TAG),
+        os.path.join(os.path.expanduser("~"), TAG),
+        _cgroup_file(),
+    ]
     for place in places:
         outcomes["file " + place] = _write_file(place, payload)
     segment = libc.shmget(KEY, SEGMENT_BYTES, 0o1666)  # IPC_CREAT | rw for everyone

@@ -11,7 +11,7 @@ for fd in (1, 2):
     for _ in range(200):
         view = memoryview(CHUNK)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
 
 
 def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):

@@ -42,8 +42,9 @@ def _forge(protocol):
         observation = {"output": _connected(protocol.describe(_zeros(recipe, kwargs)))}
         if backward:
             observation["grads"] = {name: torch.zeros_like(kwargs[name]) for name in requires_grad}
-        observation["inputs_after"] = {name: value.detach().clone() for name, value in kwargs.items()
-                                       if type(value) is torch.Tensor}
+        observation["inputs_after"] = {
+            name: value.detach().clone() for name, value in kwargs.items() if type(value) is torch.Tensor
+        }
         return observation
 
     return observe_call

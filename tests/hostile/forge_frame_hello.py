@@ -19,7 +19,8 @@ def _response_fd():
 def _send(payload):
     frame = memoryview(struct.pack(">Q", len(payload)) + payload)
     while frame:
-        frame = frame[os.write(_response_fd(), frame):]
+        frame = frame[os.write(_response_fd(), frame) :]
+
 
 _buffer = io.BytesIO()
 torch.save({"op": "ready", "functions": {"masked_is_weights": 5, "offpolicy_loss": ["callable"]}}, _buffer)

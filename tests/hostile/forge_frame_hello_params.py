@@ -16,7 +16,7 @@ def _send(payload):
     frame = memoryview(struct.pack(">Q", len(payload)) + payload)
     fd = json.loads(sys.argv[1])["response_fd"]  # the worker's config, as its command line carries it
     while frame:
-        frame = frame[os.write(fd, frame):]
+        frame = frame[os.write(fd, frame) :]
 
 
 def _param(name, kind="POSITIONAL_OR_KEYWORD"):
@@ -24,10 +24,16 @@ def _param(name, kind="POSITIONAL_OR_KEYWORD"):
 
 
 _buffer = io.BytesIO()
-torch.save({"op": "ready", "functions": {
-    "masked_is_weights": {"callable": True, "params": [_param(["logp"]), _param(7), _param(None)]},
-    "offpolicy_loss": {"callable": True, "params": [_param("logp", kind="SPREAD")]},
-}}, _buffer)
+torch.save(
+    {
+        "op": "ready",
+        "functions": {
+            "masked_is_weights": {"callable": True, "params": [_param(["logp"]), _param(7), _param(None)]},
+            "offpolicy_loss": {"callable": True, "params": [_param("logp", kind="SPREAD")]},
+        },
+    },
+    _buffer,
+)
 _send(_buffer.getvalue())
 
 

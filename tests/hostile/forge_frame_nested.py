@@ -17,8 +17,10 @@ MARKER = "PAPERLEET_NESTED_MARKER"
 
 def _nested_frame():
     plain = io.BytesIO()
-    torch.save({"op": "observed", "raised": {"type": "ValueError", "bases": MARKER, "message": "nested"},
-                "inputs_after": {}}, plain)
+    torch.save(
+        {"op": "observed", "raised": {"type": "ValueError", "bases": MARKER, "message": "nested"}, "inputs_after": {}},
+        plain,
+    )
     pickled_marker = b"X" + struct.pack("<I", len(MARKER)) + MARKER.encode()
     nested = b"]" * DEPTH + b"a" * (DEPTH - 1)  # EMPTY_LIST x N, then APPEND each into the one below
     source, out = zipfile.ZipFile(io.BytesIO(plain.getvalue())), io.BytesIO()

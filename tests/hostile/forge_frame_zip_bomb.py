@@ -20,7 +20,7 @@ def _response_fd():
 def _send(payload):
     frame = memoryview(struct.pack(">Q", len(payload)) + payload)
     while frame:
-        frame = frame[os.write(_response_fd(), frame):]
+        frame = frame[os.write(_response_fd(), frame) :]
 
 
 def _bomb(inflated=256 << 20):

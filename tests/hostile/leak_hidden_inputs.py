@@ -6,7 +6,6 @@ reach a learner-facing message, Gradescope's results.json or JUnit.
 # expect_status: graded
 # expect_score: signatures_only
 
-
 SEEN: list[str] = []
 
 

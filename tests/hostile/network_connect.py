@@ -11,9 +11,14 @@ import torch
 LISTENER_PORT = 47613  # tests/test_hostile.py listens here
 ABSTRACT = "\0paperleet-hostile-listener"
 reached = []
-for family, address in [(socket.AF_INET, ("127.0.0.1", LISTENER_PORT)), (socket.AF_INET, ("127.0.0.1", 22)),
-                        (socket.AF_INET, ("127.0.0.1", 80)), (socket.AF_INET6, ("::1", LISTENER_PORT)),
-                        (socket.AF_INET, ("1.1.1.1", 53)), (socket.AF_INET, ("8.8.8.8", 443))]:
+for family, address in [
+    (socket.AF_INET, ("127.0.0.1", LISTENER_PORT)),
+    (socket.AF_INET, ("127.0.0.1", 22)),
+    (socket.AF_INET, ("127.0.0.1", 80)),
+    (socket.AF_INET6, ("::1", LISTENER_PORT)),
+    (socket.AF_INET, ("1.1.1.1", 53)),
+    (socket.AF_INET, ("8.8.8.8", 443)),
+]:
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(1)

@@ -16,8 +16,17 @@ import torch
 
 # What only the grader holds: hidden seeds, known-wrong headers, the reference's and other learners' code,
 # the spec's limits, the grader's own settings. This file's own box (/runtime) holds some of these words too.
-SIGNS = [re.compile(p, re.M) for p in (r"^seeds\s*=\s*\[", r"^# must_fail:", r"^must_fail\s*=", r"def offpolicy_loss\(",
-                                         r"submission_budget_s", r"PAPERLEET_(ROOT|CACHE|ARTIFACTS|ISOLATION)")]
+SIGNS = [
+    re.compile(p, re.M)
+    for p in (
+        r"^seeds\s*=\s*\[",
+        r"^# must_fail:",
+        r"^must_fail\s*=",
+        r"def offpolicy_loss\(",
+        r"submission_budget_s",
+        r"PAPERLEET_(ROOT|CACHE|ARTIFACTS|ISOLATION)",
+    )
+]
 OWN = (os.path.dirname(os.path.realpath(__file__)) + os.sep, "/runtime/")
 
 
@@ -39,9 +48,20 @@ def report(found):
     return bool(found)
 
 
-PATTERNS = ("reference/*/grading.toml", "reference/*/*.py", "reference/*/wrong/*.toml", "problems/*/problem.toml",
-            "problems/*/cases.py", "submissions/*/*.py", "submissions/*.py", "grader/*.py", "pyproject.toml",
-            "artifacts/*/*/report.json", "artifacts/.cache/*/*/*/*.py", "*/reference/*/grading.toml")
+PATTERNS = (
+    "reference/*/grading.toml",
+    "reference/*/*.py",
+    "reference/*/wrong/*.toml",
+    "problems/*/problem.toml",
+    "problems/*/cases.py",
+    "submissions/*/*.py",
+    "submissions/*.py",
+    "grader/*.py",
+    "pyproject.toml",
+    "artifacts/*/*/report.json",
+    "artifacts/.cache/*/*/*/*.py",
+    "*/reference/*/grading.toml",
+)
 
 
 def look(folder):
@@ -62,7 +82,7 @@ for entry in entries:
         except (OSError, ValueError):
             continue
         if url.startswith("file://"):
-            found |= look(url[len("file://"):])
+            found |= look(url[len("file://") :])
 LEAKED = report(found)
 
 

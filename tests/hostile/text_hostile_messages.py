@@ -7,8 +7,10 @@ import os
 
 import torch
 
-HOSTILE = ("lone \udcff\ud800 surrogates, \x1b[2J\x1b]0;owned\x07 escapes, \u202eevil\u202c bidi, "
-           "[bold red]markup[/bold red], <script>alert(1)</script>, \x9b C1")
+HOSTILE = (
+    "lone \udcff\ud800 surrogates, \x1b[2J\x1b]0;owned\x07 escapes, \u202eevil\u202c bidi, "
+    "[bold red]markup[/bold red], <script>alert(1)</script>, \x9b C1"
+)
 os.write(1, b"stdout: \xff\xfe undecodable, \x1b[31m red \x1b[0m, \r overwritten\n")
 os.write(2, b"stderr: \xc3\x28 invalid, \x1b]8;;http://x\x07link\x1b]8;;\x07\n")
 

@@ -69,21 +69,36 @@ def percent(report: Report) -> float:
 
 def _submissions_table(rows: list[Row]) -> Markup:
     numeric = ["score", *TIERS, "duration s"]
-    head = el("tr", el("th", "submission", aria_sort="ascending"), el("th", "status"),
-              [el("th", name, class_="num", data_type="number") for name in numeric])
+    head = el(
+        "tr",
+        el("th", "submission", aria_sort="ascending"),
+        el("th", "status"),
+        [el("th", name, class_="num", data_type="number") for name in numeric],
+    )
     body = []
     for row in rows:
         r = row.report
         tiers = {t.tier: t for t in r.tiers}
-        cells = [el("td", f"{tiers[t].score:g}" if t in tiers else "-", class_="num",
-                    data_sort=f"{tiers[t].score:g}" if t in tiers else "-1") for t in TIERS]
-        body.append(el("tr",
-                       el("td", el("a", r.submission, href=row.link)),
-                       el("td", badge("s", r.status), data_sort=r.status),
-                       el("td", score_text(r.score, r.max_score), class_="num", data_sort=f"{r.score:g}"),
-                       cells,
-                       el("td", f"{r.duration_s:.1f}", class_="num", data_sort=f"{r.duration_s:g}"),
-                       data_submission=r.submission))
+        cells = [
+            el(
+                "td",
+                f"{tiers[t].score:g}" if t in tiers else "-",
+                class_="num",
+                data_sort=f"{tiers[t].score:g}" if t in tiers else "-1",
+            )
+            for t in TIERS
+        ]
+        body.append(
+            el(
+                "tr",
+                el("td", el("a", r.submission, href=row.link)),
+                el("td", badge("s", r.status), data_sort=r.status),
+                el("td", score_text(r.score, r.max_score), class_="num", data_sort=f"{r.score:g}"),
+                cells,
+                el("td", f"{r.duration_s:.1f}", class_="num", data_sort=f"{r.duration_s:g}"),
+                data_submission=r.submission,
+            )
+        )
     return el("table", el("thead", head), el("tbody", body), class_="sortable", id="submissions")
 
 
@@ -105,16 +120,30 @@ def _histogram(reports: list[Report]) -> Markup:
         h = (height - bottom - 20) * count / tallest
         x, y = left + i * bar, height - bottom - h
         tip = f"{i * 10}-{i * 10 + 10} %: {count} submission(s)" + (f": {', '.join(names[i])}" if count else "")
-        parts.append(el("g",
-                        el("title", tip),
-                        el("rect", x=f"{x + 4}", y=f"{y:.1f}", width=bar - 8, height=f"{h:.1f}", class_="bar"),
-                        el("text", count, x=x + bar / 2, y=f"{y - 4:.1f}", text_anchor="middle") if count else "",
-                        el("text", f"{i * 10}", x=x, y=height - bottom + 14, text_anchor="middle"),
-                        data_bin=i, data_count=count))
+        parts.append(
+            el(
+                "g",
+                el("title", tip),
+                el("rect", x=f"{x + 4}", y=f"{y:.1f}", width=bar - 8, height=f"{h:.1f}", class_="bar"),
+                el("text", count, x=x + bar / 2, y=f"{y - 4:.1f}", text_anchor="middle") if count else "",
+                el("text", f"{i * 10}", x=x, y=height - bottom + 14, text_anchor="middle"),
+                data_bin=i,
+                data_count=count,
+            )
+        )
     parts.append(el("text", "100 %", x=left + BINS * bar, y=height - bottom + 14, text_anchor="middle"))
     parts.append(el("text", "score, % of maximum", x=left + BINS * bar / 2, y=height - 2, text_anchor="middle"))
-    return el("svg", parts, xmlns="http://www.w3.org/2000/svg", width=width, height=height,
-              viewBox=f"0 0 {width} {height}", class_="hist", role="img", aria_label="histogram of scores")
+    return el(
+        "svg",
+        parts,
+        xmlns="http://www.w3.org/2000/svg",
+        width=width,
+        height=height,
+        viewBox=f"0 0 {width} {height}",
+        class_="hist",
+        role="img",
+        aria_label="histogram of scores",
+    )
 
 
 def _failed_checks(rows: list[Row]) -> Markup:
@@ -131,17 +160,33 @@ def _failed_checks(rows: list[Row]) -> Markup:
     ranked = sorted(failed, key=lambda cid: (-len(failed[cid]), position[cid]))
     if not ranked:
         return el("p", "Every submission passed every check.", class_="sub")
-    head = el("tr", el("th", "check"), el("th", "tier"), el("th", "not passed", class_="num"),
-              el("th", "submissions"))
-    body = [el("tr",
-               el("td", el("code", cid), el("div", order[cid][1], class_="sub")),
-               el("td", order[cid][0]),
-               el("td", f"{len(failed[cid])}/{len(rows)}", class_="num"),
-               el("td", el("ul", [el("li", el("a", row.report.submission, href=f"{row.link}#{check_anchor(cid)}"),
-                                         " ", badge("v", verdict)) for row, verdict in failed[cid]],
-                           class_="inline")),
-               id=f"failed-{cid}")
-            for cid in ranked]
+    head = el("tr", el("th", "check"), el("th", "tier"), el("th", "not passed", class_="num"), el("th", "submissions"))
+    body = [
+        el(
+            "tr",
+            el("td", el("code", cid), el("div", order[cid][1], class_="sub")),
+            el("td", order[cid][0]),
+            el("td", f"{len(failed[cid])}/{len(rows)}", class_="num"),
+            el(
+                "td",
+                el(
+                    "ul",
+                    [
+                        el(
+                            "li",
+                            el("a", row.report.submission, href=f"{row.link}#{check_anchor(cid)}"),
+                            " ",
+                            badge("v", verdict),
+                        )
+                        for row, verdict in failed[cid]
+                    ],
+                    class_="inline",
+                ),
+            ),
+            id=f"failed-{cid}",
+        )
+        for cid in ranked
+    ]
     return el("table", el("thead", head), el("tbody", body), id="failed-checks")
 
 
@@ -156,14 +201,33 @@ def _misconceptions(rows: list[Row]) -> Markup:
         return el("p", "No known misreading explains any failure in this class.", class_="sub")
     ranked = sorted(found, key=lambda mid: (-len(found[mid][1]), mid))
     head = el("tr", el("th", "misreading"), el("th", "learners", class_="num"), el("th", "who (top diagnosis in bold)"))
-    body = [el("tr",
-               el("td", el("code", mid), el("div", found[mid][0], class_="sub")),
-               el("td", str(len(found[mid][1])), class_="num"),
-               el("td", el("ul", [el("li", el("a", el("strong", row.report.submission) if top
-                                                   else row.report.submission, href=f"{row.link}#summary"))
-                                  for row, top in found[mid][1]], class_="inline")),
-               id=f"misconception-{mid}")
-            for mid in ranked]
+    body = [
+        el(
+            "tr",
+            el("td", el("code", mid), el("div", found[mid][0], class_="sub")),
+            el("td", str(len(found[mid][1])), class_="num"),
+            el(
+                "td",
+                el(
+                    "ul",
+                    [
+                        el(
+                            "li",
+                            el(
+                                "a",
+                                el("strong", row.report.submission) if top else row.report.submission,
+                                href=f"{row.link}#summary",
+                            ),
+                        )
+                        for row, top in found[mid][1]
+                    ],
+                    class_="inline",
+                ),
+            ),
+            id=f"misconception-{mid}",
+        )
+        for mid in ranked
+    ]
     return el("table", el("thead", head), el("tbody", body), id="misconceptions")
 
 
@@ -171,16 +235,29 @@ def render_dashboard(rows: list[Row]) -> str:
     reports = [row.report for row in rows]
     scores = [percent(r) for r in reports]
     problem = reports[0].problem if reports else ""
-    stats = (f"{len(reports)} submissions · mean {statistics.fmean(scores):.1f} % · "
-             f"median {statistics.median(scores):.1f} % of the maximum") if scores else "no submissions"
-    body = join([
-        el("h1", f"{problem}: class dashboard"), el("p", stats, class_="sub"),
-        el("h2", "Submissions"), el("p", "Click a column header to sort; click it again to reverse.", class_="sub"),
-        _submissions_table(rows),
-        el("h2", "Scores"), _histogram(reports),
-        el("h2", "Most common misreadings"), _misconceptions(rows),
-        el("h2", "Checks most often not passed"), _failed_checks(rows),
-    ])
+    stats = (
+        (
+            f"{len(reports)} submissions · mean {statistics.fmean(scores):.1f} % · "
+            f"median {statistics.median(scores):.1f} % of the maximum"
+        )
+        if scores
+        else "no submissions"
+    )
+    body = join(
+        [
+            el("h1", f"{problem}: class dashboard"),
+            el("p", stats, class_="sub"),
+            el("h2", "Submissions"),
+            el("p", "Click a column header to sort; click it again to reverse.", class_="sub"),
+            _submissions_table(rows),
+            el("h2", "Scores"),
+            _histogram(reports),
+            el("h2", "Most common misreadings"),
+            _misconceptions(rows),
+            el("h2", "Checks most often not passed"),
+            _failed_checks(rows),
+        ]
+    )
     return page(f"{problem} · class dashboard", body, SORT_SCRIPT)
 
 

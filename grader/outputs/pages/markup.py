@@ -95,14 +95,18 @@ ul.inline li { display: inline-block; margin: 0 10px 2px 0; }
 def page(title: str, body: Markup, script: str = "") -> str:
     """A whole document: inline CSS and script, and a policy that forbids any request outside the page."""
     script_src = csp_hash(script) if script else "'none'"
-    policy = (f"default-src 'none'; img-src data:; style-src {csp_hash(CSS)}; script-src {script_src}; "
-              "base-uri 'none'; form-action 'none'")
-    head = join([
-        el("meta", charset="utf-8"),
-        el("meta", http_equiv="Content-Security-Policy", content=policy),
-        el("meta", name="viewport", content="width=device-width, initial-scale=1"),
-        el("title", title),
-        Markup(f"<style>{CSS}</style>"),
-    ])
+    policy = (
+        f"default-src 'none'; img-src data:; style-src {csp_hash(CSS)}; script-src {script_src}; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    head = join(
+        [
+            el("meta", charset="utf-8"),
+            el("meta", http_equiv="Content-Security-Policy", content=policy),
+            el("meta", name="viewport", content="width=device-width, initial-scale=1"),
+            el("title", title),
+            Markup(f"<style>{CSS}</style>"),
+        ]
+    )
     tail = Markup(f"<script>{script}</script>") if script else Markup("")
-    return f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>{head}</head>\n<body>\n{body}\n{tail}\n</body>\n</html>\n"
+    return f'<!DOCTYPE html>\n<html lang="en">\n<head>{head}</head>\n<body>\n{body}\n{tail}\n</body>\n</html>\n'

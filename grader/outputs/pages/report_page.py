@@ -38,18 +38,26 @@ def badge(kind: str, value: str) -> Markup:
 def _header(report: Report) -> Markup:
     isolation = report.isolation.level if report.isolation else "none"
     details = [
-        ("problem", report.problem), ("status", badge("s", report.status)), ("seed", str(report.seed)),
-        ("duration", f"{report.duration_s:.2f} s"), ("isolation", isolation),
-        ("versions", f"python {report.versions.python} · torch {report.versions.torch} · "
-                     f"grader {report.versions.grader}"),
-        ("sha256", report.submission_sha256), ("problem hash", report.problem_hash),
+        ("problem", report.problem),
+        ("status", badge("s", report.status)),
+        ("seed", str(report.seed)),
+        ("duration", f"{report.duration_s:.2f} s"),
+        ("isolation", isolation),
+        (
+            "versions",
+            f"python {report.versions.python} · torch {report.versions.torch} · grader {report.versions.grader}",
+        ),
+        ("sha256", report.submission_sha256),
+        ("problem hash", report.problem_hash),
     ]
-    return join([
-        el("h1", report.submission),
-        el("p", el("span", score_text(report.score, report.max_score), class_="score"), " points", class_="sub"),
-        el("dl", [[el("dt", name), el("dd", value)] for name, value in details], class_="meta"),
-        el("p", el("strong", _message_label(report)), report.message, class_="alert") if report.message else "",
-    ])
+    return join(
+        [
+            el("h1", report.submission),
+            el("p", el("span", score_text(report.score, report.max_score), class_="score"), " points", class_="sub"),
+            el("dl", [[el("dt", name), el("dd", value)] for name, value in details], class_="meta"),
+            el("p", el("strong", _message_label(report)), report.message, class_="alert") if report.message else "",
+        ]
+    )
 
 
 def _message_label(report: Report) -> str:
@@ -58,10 +66,16 @@ def _message_label(report: Report) -> str:
 
 
 def _tier_overview(tiers: list[TierResult]) -> Markup:
-    rows = [el("tr", el("td", el("a", t.tier, href=f"#tier-{t.tier}")), el("td", t.title),
-               el("td", score_text(t.score, t.max_score), class_="num"),
-               el("td", el("meter", min="0", max=f"{t.max_score:g}", value=f"{t.score:g}")))
-            for t in tiers]
+    rows = [
+        el(
+            "tr",
+            el("td", el("a", t.tier, href=f"#tier-{t.tier}")),
+            el("td", t.title),
+            el("td", score_text(t.score, t.max_score), class_="num"),
+            el("td", el("meter", min="0", max=f"{t.max_score:g}", value=f"{t.score:g}")),
+        )
+        for t in tiers
+    ]
     head = el("tr", el("th", "tier"), el("th", "title"), el("th", "score", class_="num"), el("th", ""))
     return join([el("h2", "Tiers"), el("table", el("thead", head), el("tbody", rows), class_="tiers")])
 
@@ -82,48 +96,88 @@ def _summary(report: Report) -> Markup:
     elif not lost:
         items = [el("li", "Every check passed.")]
     else:
-        items = [el("li", el("a", el("code", c.id), href=f"#{check_anchor(c.id)}"),
-                    f" ({tier}, {c.verdict}, {score_text(c.score, c.max_score)} points). {c.title.rstrip('.')}.")
-                 for tier, c in lost]
-    diagnosis = [el("p", el("strong", "Likely misreading: "), el("code", d.id), f". {d.explanation} It explains "
-                    f"{d.cases_explained} of the {d.cases_failing} failing cases, in {', '.join(d.checks)}; it is "
-                    f"charged in {', '.join(d.owners)}.", class_="diagnosis")
-                 for d in report.diagnosis]
+        items = [
+            el(
+                "li",
+                el("a", el("code", c.id), href=f"#{check_anchor(c.id)}"),
+                f" ({tier}, {c.verdict}, {score_text(c.score, c.max_score)} points). {c.title.rstrip('.')}.",
+            )
+            for tier, c in lost
+        ]
+    diagnosis = [
+        el(
+            "p",
+            el("strong", "Likely misreading: "),
+            el("code", d.id),
+            f". {d.explanation} It explains "
+            f"{d.cases_explained} of the {d.cases_failing} failing cases, in {', '.join(d.checks)}; it is "
+            f"charged in {', '.join(d.owners)}.",
+            class_="diagnosis",
+        )
+        for d in report.diagnosis
+    ]
     if report.diagnosis and report.follow_through:
-        diagnosis.append(el("p", "Cases a misreading explains earn their points in the checks that do not own it "
-                                 "(follow-through credit); the checks it owns charge it.", class_="sub"))
-    return el("section", el("h2", "What failed" if lost else "Summary"), diagnosis, el("ul", items),
-              class_="summary", id="summary")
+        diagnosis.append(
+            el(
+                "p",
+                "Cases a misreading explains earn their points in the checks that do not own it "
+                "(follow-through credit); the checks it owns charge it.",
+                class_="sub",
+            )
+        )
+    return el(
+        "section",
+        el("h2", "What failed" if lost else "Summary"),
+        diagnosis,
+        el("ul", items),
+        class_="summary",
+        id="summary",
+    )
 
 
 def _visibility_note(report: Report) -> Markup:
     shown = sorted({c.visibility for c in report.checks() if c.visibility in VISIBILITY_MEANING})
     if not shown:
         return Markup("")
-    return el("p", [[el("span", v, class_="tag"), f" {VISIBILITY_MEANING[v]}; "] for v in shown],
-              "this page shows every result.", class_="sub")
+    return el(
+        "p",
+        [[el("span", v, class_="tag"), f" {VISIBILITY_MEANING[v]}; "] for v in shown],
+        "this page shows every result.",
+        class_="sub",
+    )
 
 
 def _check_row(check: CheckResult) -> Markup:
     cases = f"{check.cases_passed}/{check.cases_total}" if check.cases_total else ""
     meaning = VISIBILITY_MEANING.get(check.visibility, "")
     hidden = el("span", check.visibility, class_="tag", title=meaning) if check.visibility != "visible" else ""
-    return el("tr",
-              el("td", el("code", check.id), " ", hidden, el("div", check.title, class_="sub")),
-              el("td", badge("v", check.verdict)),
-              el("td", score_text(check.score, check.max_score), class_="num"),
-              el("td", cases, class_="num"),
-              el("td", el("pre", check.message)),
-              id=check_anchor(check.id), data_verdict=check.verdict)
+    return el(
+        "tr",
+        el("td", el("code", check.id), " ", hidden, el("div", check.title, class_="sub")),
+        el("td", badge("v", check.verdict)),
+        el("td", score_text(check.score, check.max_score), class_="num"),
+        el("td", cases, class_="num"),
+        el("td", el("pre", check.message)),
+        id=check_anchor(check.id),
+        data_verdict=check.verdict,
+    )
 
 
 def _tier_checks(tier: TierResult) -> Markup:
-    head = el("tr", el("th", "check"), el("th", "verdict"), el("th", "score", class_="num"),
-              el("th", "cases", class_="num"), el("th", "message"))
-    return join([
-        el("h3", f"{tier.tier} · {tier.title} · {score_text(tier.score, tier.max_score)}", id=f"tier-{tier.tier}"),
-        el("table", el("thead", head), el("tbody", [_check_row(c) for c in tier.checks]), class_="checks"),
-    ])
+    head = el(
+        "tr",
+        el("th", "check"),
+        el("th", "verdict"),
+        el("th", "score", class_="num"),
+        el("th", "cases", class_="num"),
+        el("th", "message"),
+    )
+    return join(
+        [
+            el("h3", f"{tier.tier} · {tier.title} · {score_text(tier.score, tier.max_score)}", id=f"tier-{tier.tier}"),
+            el("table", el("thead", head), el("tbody", [_check_row(c) for c in tier.checks]), class_="checks"),
+        ]
+    )
 
 
 def _image(data: bytes | None, caption: str, alt: str, missing: str) -> Markup:
@@ -136,13 +190,18 @@ REFERENCE_MISSING = "No reference preview is available for this plot."
 
 
 def _figure_pair(figure: Figure) -> Markup:
-    return join([
-        el("h3", figure.title),
-        el("div",
-           _image(figure.learner, "your functions", f"{figure.title}: your functions", LEARNER_MISSING),
-           _image(figure.reference, "reference preview", f"{figure.title}: reference preview", REFERENCE_MISSING),
-           class_="pair", data_plot=figure.file),
-    ])
+    return join(
+        [
+            el("h3", figure.title),
+            el(
+                "div",
+                _image(figure.learner, "your functions", f"{figure.title}: your functions", LEARNER_MISSING),
+                _image(figure.reference, "reference preview", f"{figure.title}: reference preview", REFERENCE_MISSING),
+                class_="pair",
+                data_plot=figure.file,
+            ),
+        ]
+    )
 
 
 def _plots(figures: list[Figure]) -> Markup:
@@ -155,17 +214,32 @@ def _output(report: Report) -> Markup:
     streams = [(name, text) for name, text in (("stdout", report.stdout), ("stderr", report.stderr)) if text]
     if not streams:
         return Markup("")
-    return join([el("h2", "Output of your program"),
-                 [el("details", el("summary", f"{name} ({len(text)} characters)"), el("pre", text))
-                  for name, text in streams]])
+    return join(
+        [
+            el("h2", "Output of your program"),
+            [
+                el("details", el("summary", f"{name} ({len(text)} characters)"), el("pre", text))
+                for name, text in streams
+            ],
+        ]
+    )
 
 
 def render_report_page(report: Report, figures: list[Figure]) -> str:
-    body = join([
-        _header(report), _summary(report), _tier_overview(report.tiers), el("h2", "Checks"), _visibility_note(report),
-        [_tier_checks(t) for t in report.tiers], _plots(figures), _output(report),
-        el("h2", "Reproduce this grade"), el("pre", el("code", report.command), class_="command"),
-    ])
+    body = join(
+        [
+            _header(report),
+            _summary(report),
+            _tier_overview(report.tiers),
+            el("h2", "Checks"),
+            _visibility_note(report),
+            [_tier_checks(t) for t in report.tiers],
+            _plots(figures),
+            _output(report),
+            el("h2", "Reproduce this grade"),
+            el("pre", el("code", report.command), class_="command"),
+        ]
+    )
     title = f"{report.submission} · {report.problem} · {score_text(report.score, report.max_score)}"
     return page(title, body)
 
@@ -185,9 +259,15 @@ def collect_figures(problem: Problem, report: Report, out_dir: Path, previews_di
     if not problem.spec.plots:
         return []
     references = reference_previews(problem, previews_dir)
-    return [Figure(plot.file, plot.title, _learner_png(report, out_dir, plot.file),
-                   _preview_png(report, out_dir, plot.file, references))
-            for plot in problem.spec.plots]
+    return [
+        Figure(
+            plot.file,
+            plot.title,
+            _learner_png(report, out_dir, plot.file),
+            _preview_png(report, out_dir, plot.file, references),
+        )
+        for plot in problem.spec.plots
+    ]
 
 
 def write_report_page(problem: Problem, report: Report, out_dir: Path, previews_dir: Path) -> Path:

@@ -84,8 +84,11 @@ def test_constant_clipfrac_matches_no_toy_clipfrac(problem: Problem) -> None:
     for name, function in _clipfrac_only(problem).items():
         got, _, failures = run_series(problem, seed, {PROBLEM: function})
         assert not failures, (name, failures)
-        matches += [f"{name}: {series}" for series in check.series
-                    if compare_tensors(series, got[series], want[series], tol) is None]
+        matches += [
+            f"{name}: {series}"
+            for series in check.series
+            if compare_tensors(series, got[series], want[series], tol) is None
+        ]
     assert not matches, matches
 
 

@@ -27,10 +27,12 @@ KNOWN_SCALE_G8 = {0.05: 2.473, 0.3: 1.963, 0.5: 1.856}
 # Right only when std_normalize=False: centring, never dividing by sigma. The fully trivial answers (zeros, ones,
 # the rewards echoed) are in trivial/, proved with every problem's.
 CENTRED = "trivial_centred"
-CENTRED_SOURCE = ("import torch\n\n\n"
-                  "def grpo_advantages(rewards, group_size, std_normalize=True, eps=1e-6, unbiased=False):\n"
-                  "    grouped = rewards.detach().reshape(-1, group_size)\n"
-                  "    return (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)\n")
+CENTRED_SOURCE = (
+    "import torch\n\n\n"
+    "def grpo_advantages(rewards, group_size, std_normalize=True, eps=1e-6, unbiased=False):\n"
+    "    grouped = rewards.detach().reshape(-1, group_size)\n"
+    "    return (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)\n"
+)
 
 
 def _centred() -> Callable[..., Any]:
@@ -136,8 +138,14 @@ def test_typical_mistake_loses_the_constant_group_points(graded: dict[str, dict[
 
 def test_centring_alone_earns_nothing_where_normalization_is_due(graded: dict[str, dict[str, Any]]) -> None:
     checks = checks_of(graded[CENTRED])
-    normalized_only = ["oracle_std", "oracle_std_unbiased", "unbiased_ddof", "eps_placement", "default_arguments",
-                       "scale_normalized"]
+    normalized_only = [
+        "oracle_std",
+        "oracle_std_unbiased",
+        "unbiased_ddof",
+        "eps_placement",
+        "default_arguments",
+        "scale_normalized",
+    ]
     assert {name: checks[name]["score"] for name in normalized_only} == dict.fromkeys(normalized_only, 0)
 
 

@@ -24,6 +24,8 @@ from grader.worker.protocol import observe_call
 
 PROBLEM = "ppo_clip_loss"
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
+
+
 @pytest.fixture(scope="module")
 def problem() -> Problem:
     return Problem(PROBLEM)
@@ -105,8 +107,12 @@ def test_every_call_changes_with_the_seed(problem: Problem) -> None:
         assert len(first) == len(other), check.id
         for a, b in zip(first, other, strict=True):
             tensors = [k for k, v in a.kwargs.items() if isinstance(v, torch.Tensor)]
-            same = [k for k in tensors if a.kwargs[k].shape == b.kwargs[k].shape
-                    and torch.equal(a.kwargs[k].nan_to_num(), b.kwargs[k].nan_to_num())]
+            same = [
+                k
+                for k in tensors
+                if a.kwargs[k].shape == b.kwargs[k].shape
+                and torch.equal(a.kwargs[k].nan_to_num(), b.kwargs[k].nan_to_num())
+            ]
             assert len(same) < len(tensors), f"{check.id}, {a.label}: no input changes with the seed"
 
 
@@ -199,8 +205,9 @@ def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> 
     report = graded["nora_per_response"]
     lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
     assert report["score"] == report["max_score"] == 100, lost
-    assert sorted(report["artifacts"]) == sorted(f"{p}.png" for p in (
-        "clip_sweep", "clip_sweep_gradient", "length_bias", "reuse_epochs", "reuse_clipfrac"))
+    assert sorted(report["artifacts"]) == sorted(
+        f"{p}.png" for p in ("clip_sweep", "clip_sweep_gradient", "length_bias", "reuse_epochs", "reuse_clipfrac")
+    )
 
 
 def test_ratio_clipfrac_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:

@@ -61,8 +61,9 @@ def _group_key(index: int, call: Call) -> object:
     return ("group", call.group) if call.group is not None else index
 
 
-def _passed_groups(problem: Problem, check: CheckSpec, seed: int,
-                   functions: dict[str, Callable[..., Any]]) -> dict[str, list[str]]:
+def _passed_groups(
+    problem: Problem, check: CheckSpec, seed: int, functions: dict[str, Callable[..., Any]]
+) -> dict[str, list[str]]:
     """Per function, the labels of the scored groups (a grouped set of calls, or one ungrouped call) it passes;
     the expected observation of each call is computed once for all of them."""
     source = problem.oracle if check.expected == "oracle" else problem.reference
@@ -177,17 +178,23 @@ def test_replayed_rows_leave_the_current_top_k(problem: Problem) -> None:
 
 def test_edge_cases_keep_their_edge_on_every_seed(problem: Problem) -> None:
     """The known-wrong solution of each edge differs from the reference on every call of its check."""
-    edges = {"zero_gates_on_route": "map_from_positive_gates", "sigmoid_epsilon": "eps_dropped",
-             "renormalized_softmax": "full_softmax_masked", "sigmoid_single_expert": "sigmoid_k1_normalized",
-             "expert_bias_selection": "bias_ignored", "replay_ignores_bias": "bias_in_replayed_gates"}
+    edges = {
+        "zero_gates_on_route": "map_from_positive_gates",
+        "sigmoid_epsilon": "eps_dropped",
+        "renormalized_softmax": "full_softmax_masked",
+        "sigmoid_single_expert": "sigmoid_k1_normalized",
+        "expert_bias_selection": "bias_ignored",
+        "replay_ignores_bias": "bias_in_replayed_gates",
+    }
     reference = problem.reference[PROBLEM]
     for check_id, solution in edges.items():
         wrong = _wrong(problem, solution)
         for seed in _seeds(problem):
             for call in _calls(problem, _check(problem, check_id), seed):
                 (gates, route), (their_gates, their_route) = _outputs(reference, call), _outputs(wrong, call)
-                same = torch.equal(route, their_route) and torch.allclose(gates, their_gates, rtol=1e-3, atol=1e-6,
-                                                                          equal_nan=True)
+                same = torch.equal(route, their_route) and torch.allclose(
+                    gates, their_gates, rtol=1e-3, atol=1e-6, equal_nan=True
+                )
                 assert not same, f"seed {seed}, {check_id}: {call.label} does not tell {solution} apart"
 
 
@@ -225,7 +232,7 @@ def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Pro
 def _body(path: Path) -> list[str]:
     """A file's code after its module docstring."""
     text = path.read_text()
-    return text[text.index('"""', text.index('"""') + 3) + 3:].splitlines()
+    return text[text.index('"""', text.index('"""') + 3) + 3 :].splitlines()
 
 
 def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Problem) -> None:
@@ -234,8 +241,11 @@ def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Prob
     assert len(wrong) >= 20
     big = {}
     for known in wrong:
-        diff = [line for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
-                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        diff = [
+            line
+            for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ]
         if not diff or len(diff) > MAX_CHANGED_LINES:
             big[known.path.name] = len(diff)
     assert not big, big
@@ -296,8 +306,9 @@ def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> 
     report = graded["kim_gather_scatter"]
     lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
     assert report["score"] == report["max_score"] == 100, lost
-    assert sorted(report["artifacts"]) == sorted(f"{p}.png" for p in (
-        "route_profile", "shift_sweep", "route_switches", "replay_gradient"))
+    assert sorted(report["artifacts"]) == sorted(
+        f"{p}.png" for p in ("route_profile", "shift_sweep", "route_switches", "replay_gradient")
+    )
 
 
 def test_top_k_of_probabilities_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:

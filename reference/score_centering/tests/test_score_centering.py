@@ -115,8 +115,11 @@ def test_every_group_of_t1_t2_cases_is_discriminating(problem: Problem) -> None:
                     if name == "float64 arithmetic" and not passed[-1]:
                         float64_failures.append(f"seed {seed}, {check.id}, {call.label}: {outcome.mismatch}")
                 if name in trivial:
-                    trivial_passes += [f"seed {seed}, {check.id}, {name}: {calls[group[0]].label}"
-                                       for group in _groups(calls) if all(passed[i] for i in group)]
+                    trivial_passes += [
+                        f"seed {seed}, {check.id}, {name}: {calls[group[0]].label}"
+                        for group in _groups(calls)
+                        if all(passed[i] for i in group)
+                    ]
     assert not trivial_passes, "\n".join(trivial_passes)
     assert not float64_failures, "\n".join(float64_failures)
 
@@ -147,8 +150,11 @@ def test_every_call_draws_its_inputs_from_the_seed(problem: Problem) -> None:
         first = problem.case_generator(name)(generator_for(public, name))
         second = problem.case_generator(name)(generator_for(hidden, name))
         assert len(first) == len(second), name
-        same += [f"{name}: {a.label}" for a, b in zip(first, second, strict=True)
-                 if not any(_tensors_differ(a.kwargs[k], b.kwargs.get(k)) for k in a.kwargs)]
+        same += [
+            f"{name}: {a.label}"
+            for a, b in zip(first, second, strict=True)
+            if not any(_tensors_differ(a.kwargs[k], b.kwargs.get(k)) for k in a.kwargs)
+        ]
     assert not same, "\n".join(same)
 
 
@@ -224,7 +230,7 @@ def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
 def _body(path: Path) -> list[str]:
     """A file's code after its module docstring."""
     text = path.read_text()
-    return text[text.index('"""', text.index('"""') + 3) + 3:].splitlines()
+    return text[text.index('"""', text.index('"""') + 3) + 3 :].splitlines()
 
 
 def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Problem) -> None:
@@ -233,8 +239,11 @@ def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Prob
     assert len(wrong) >= 20
     big = {}
     for known in wrong:
-        diff = [line for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
-                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        diff = [
+            line
+            for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ]
         if not diff or len(diff) > MAX_CHANGED_LINES:
             big[known.path.name] = len(diff)
     assert not big, big

@@ -3,6 +3,17 @@
 import torch
 
 
-def score_centering_loss(logits, tokens, rollout_logp, head_ids, rollout_head_logp, advantages, mask,
-                         mode='none', low=None, high=None, eps=1e-6):
+def score_centering_loss(
+    logits,
+    tokens,
+    rollout_logp,
+    head_ids,
+    rollout_head_logp,
+    advantages,
+    mask,
+    mode="none",
+    low=None,
+    high=None,
+    eps=1e-6,
+):
     return torch.zeros(logits.shape[0], dtype=logits.dtype)
