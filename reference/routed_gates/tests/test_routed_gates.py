@@ -3,7 +3,6 @@ shows what the statement promises, small known-wrong files, and the samples end 
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +23,6 @@ from grader.worker.protocol import observe_call
 
 PROBLEM = "routed_gates"
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
-MAX_CHANGED_LINES = 10  # a known-wrong file is the reference plus one small change
 # |F_train - F_rollout| on the even 2001-point grid with the base shift, as computed with an independent script
 KNOWN_SWITCHES, KNOWN_JUMP, KNOWN_SAME_ROUTE = 40, 0.685267, 0.006511
 
@@ -227,28 +225,6 @@ def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Pro
 
 
 # ---------------------------------------------------------------- known-wrong files
-
-
-def _body(path: Path) -> list[str]:
-    """A file's code after its module docstring."""
-    text = path.read_text()
-    return text[text.index('"""', text.index('"""') + 3) + 3 :].splitlines()
-
-
-def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Problem) -> None:
-    reference = _body(problem.reference_dir / "reference.py")
-    wrong = problem.known_wrong()
-    assert len(wrong) >= 20
-    big = {}
-    for known in wrong:
-        diff = [
-            line
-            for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))
-        ]
-        if not diff or len(diff) > MAX_CHANGED_LINES:
-            big[known.path.name] = len(diff)
-    assert not big, big
 
 
 def test_every_known_wrong_file_embodies_a_declared_misconception(problem: Problem) -> None:

@@ -3,7 +3,6 @@ samples graded end to end."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ KNOWN_SWEEP = {
 # fully trivial answers (zeros, ones, an input echoed) are in trivial/, proved with every problem's.
 UNCENTRED = "trivial_uncentred"
 CORRECTION = "    loss = -adv * (w_y * logp_y - (residual * logp_head).sum(dim=1))  # [N]\n"
-MAX_CHANGED_LINES = 8  # a known-wrong file is the reference plus one small change
 
 
 def _trivial_sources() -> dict[str, str]:
@@ -225,28 +223,6 @@ def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
 
 
 # ---------------------------------------------------------------- known-wrong files
-
-
-def _body(path: Path) -> list[str]:
-    """A file's code after its module docstring."""
-    text = path.read_text()
-    return text[text.index('"""', text.index('"""') + 3) + 3 :].splitlines()
-
-
-def test_known_wrong_files_are_the_reference_plus_one_small_change(problem: Problem) -> None:
-    reference = _body(REFERENCE)
-    wrong = problem.known_wrong()
-    assert len(wrong) >= 20
-    big = {}
-    for known in wrong:
-        diff = [
-            line
-            for line in difflib.unified_diff(reference, _body(known.path), lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))
-        ]
-        if not diff or len(diff) > MAX_CHANGED_LINES:
-            big[known.path.name] = len(diff)
-    assert not big, big
 
 
 def test_every_known_wrong_file_embodies_a_declared_misconception(problem: Problem) -> None:
