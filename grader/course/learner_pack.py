@@ -24,7 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 import torch
 from rich.console import Console
@@ -413,11 +413,11 @@ def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
     # judge.grade reads only id, spec, experiment_path and content_hash of a problem, and warm, cases,
     # observation and series of its expectations: the packed stand-ins provide exactly those.
     graded = grade(
-        cast(Problem, problem),
+        problem,
         submission,
         cases.seed,
         problem.spec.limits,
-        expectations=cast(Expectations, cases),
+        expectations=cases,
         command=f"python check {submission}",
     )
     view = learner_report(graded.report, problem.full_spec)

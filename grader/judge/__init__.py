@@ -2,7 +2,8 @@
 
 - `grading`: `grade`, one submission from its worker's start to the assembled report.
 - `supervisor`: `WorkerSupervisor`, the submission's worker: start, restart, time budget, streaming calls.
-- `context`: `CheckContext`, what a check may ask: cases, expectations, the learner's answers, the toy's series.
+- `context`: `CheckContext`, what a check may ask: cases, expectations, the learner's answers, the toy's series;
+  `GradedProblem` and `ExpectedSide`, what grading reads of a problem and of its expected side.
 - `accept`: accepting what crosses from the worker (frames, answers, observations) and the toy's series.
 - `cases`: `Call`, one call of one contract function, the unit every check is built from.
 - `expectations`: what the reference and the oracle do on every case, cached per problem and seed.

@@ -2,25 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+from typing import Any, Protocol
 
 import torch
 
 from grader.judge.cases import Call
 from grader.judge.checks import LearnerFailure
-from grader.judge.expectations import Expectations
+from grader.judge.diagnosis import Misconception
 from grader.judge.experiment import CallFailed, PartResult, run_experiment
 from grader.judge.supervisor import WorkerSupervisor
-from grader.model.problem import Problem
-from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
+from grader.model.spec import CheckSpec, FunctionSpec, ProblemSpec, Tolerance
+
+
+class GradedProblem(Protocol):
+    """What grading reads of a problem: a `model.problem.Problem`, or the learner pack's `PackedProblem`."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def spec(self) -> ProblemSpec: ...
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def misconceptions(self) -> Sequence[Misconception]: ...
+    @property
+    def experiment_module(self) -> ModuleType: ...
+
+
+class ExpectedSide(Protocol):
+    """The expected side of every case: `judge.expectations.Expectations`, or the learner pack's `PackedCases`."""
+
+    @property
+    def seed(self) -> int: ...
+    def warm(self) -> None: ...
+    def cases(self, name: str) -> list[Call]: ...
+    def observation(self, source: str, name: str, index: int) -> dict[str, Any]: ...
+    def series(self) -> dict[str, torch.Tensor]: ...
+    def series_parts(self) -> dict[str, str]: ...
+    def misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]: ...
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]: ...
 
 
 class CheckContext:
     """The `checks.Context` of one submission: the expected side from `Expectations`, the learner's side through
     the supervisor of its worker; the toy experiment runs once, on first request."""
 
-    def __init__(self, problem: Problem, expectations: Expectations, supervisor: WorkerSupervisor) -> None:
+    def __init__(self, problem: GradedProblem, expectations: ExpectedSide, supervisor: WorkerSupervisor) -> None:
         self.problem, self.expect, self.supervisor = problem, expectations, supervisor
         self._parts: list[PartResult] | None = None
 

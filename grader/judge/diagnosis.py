@@ -14,7 +14,7 @@ misconception earns its points in every check that does not own that misconcepti
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +88,7 @@ class Finding:
 
 
 def diagnose(
-    failing: list[Explained], misconceptions: list[Misconception], contradicted: Mapping[str, int] | None = None
+    failing: list[Explained], misconceptions: Sequence[Misconception], contradicted: Mapping[str, int] | None = None
 ) -> list[Finding]:
     """Charged misconceptions, best explanation first: most failing cases explained, less the passing cases where
     the misreading would have failed (a learner who passes them does not hold it); declaration order breaks ties."""

@@ -18,7 +18,7 @@ from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
 from grader.judge.checks import CheckRun, run_check
 from grader.judge.compare import judge_case
-from grader.judge.context import CheckContext
+from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import Explained, Finding, candidates, diagnose
 from grader.judge.expectations import Expectations
 from grader.judge.supervisor import WorkerSupervisor
@@ -50,11 +50,11 @@ class Graded:
 
 
 def grade(
-    problem: Problem,
+    problem: GradedProblem,
     submission: Path,
     seed: int,
     limits: Limits | None = None,
-    expectations: Expectations | None = None,
+    expectations: ExpectedSide | None = None,
     level: Level | None = None,
     command: str = "",
     launched: Launched | None = None,
@@ -67,7 +67,10 @@ def grade(
     With a `zygote`, workers are forked from it rather than started afresh (a batch's way to skip `import torch`).
     """
     limits = limits or problem.spec.limits
-    expectations = expectations or Expectations(problem, seed)
+    if expectations is None:
+        if not isinstance(problem, Problem):
+            raise TypeError(f"grading {problem.id} needs its expectations: only a whole problem can compute them")
+        expectations = Expectations(problem, seed)
     expectations.warm()
     if launched is not None and (launched.submission != submission or launched.limits != limits):
         launched.discard()
@@ -104,7 +107,7 @@ def grade(
 
 
 def _judge(
-    problem: Problem, context: CheckContext, expectations: Expectations, follow: bool
+    problem: GradedProblem, context: CheckContext, expectations: ExpectedSide, follow: bool
 ) -> tuple[list[CheckResult], list[Finding], Status]:
     """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
     supervisor = context.supervisor
@@ -127,7 +130,7 @@ def _judge(
     return results, findings, status
 
 
-def visible_first(checks: list[CheckSpec], expectations: Expectations) -> list[CheckSpec]:
+def visible_first(checks: list[CheckSpec], expectations: ExpectedSide) -> list[CheckSpec]:
     """Checks in the order they run: those without a hidden case first, so that no learner-facing message of a
     visible case can quote text from a worker that has already been sent a hidden case's inputs."""
 
@@ -137,7 +140,7 @@ def visible_first(checks: list[CheckSpec], expectations: Expectations) -> list[C
     return sorted(checks, key=has_hidden)
 
 
-def _prefetch_series(context: CheckContext, problem: Problem) -> dict[str, torch.Tensor] | None:
+def _prefetch_series(context: CheckContext, problem: GradedProblem) -> dict[str, torch.Tensor] | None:
     """Run the toy experiment first, so its plots can be drawn while the other checks run."""
     if not any(c.kind == "experiment" for c in problem.spec.checks):
         return None
@@ -214,7 +217,7 @@ def _skipped(check: CheckSpec, why: str) -> CheckResult:
 
 
 def _assemble(
-    problem: Problem,
+    problem: GradedProblem,
     submission: Path,
     seed: int,
     status: Status,

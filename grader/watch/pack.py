@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 from grader.course.learner_pack import DATA_FILE, PackedCases, PackedProblem, hidden_checks, learner_report
-from grader.judge.expectations import Expectations
 from grader.judge.grading import grade
-from grader.model.problem import Problem
 from grader.model.verdicts import ExitCode
 from grader.outputs.report import Report, write_atomic
 from grader.watch.loop import Outcome, Snapshot, watch
@@ -39,11 +36,11 @@ class PackJudge:
     ) -> Outcome | None:
         assert self.problem is not None and self.cases is not None
         graded = grade(
-            cast(Problem, self.problem),
+            self.problem,
             snapshot.path,
             self.cases.seed,
             self.problem.spec.limits,
-            expectations=cast(Expectations, self.cases),
+            expectations=self.cases,
             command=f"python check {self.file}",
         )
         if not publish():
