@@ -15,7 +15,7 @@ import torch
 from grader.confine.sandbox_init import check_config
 from grader.judge.cases import Call
 from grader.worker import messages, protocol
-from grader.worker.protocol import ProtocolError, decode, encode, read_frame, write_frame
+from grader.worker.protocol import HEAD, MAGIC, ProtocolError, decode, encode, read_frame, write_frame
 
 HEADER_BYTES = 8
 
@@ -75,19 +75,74 @@ class Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def test_non_plain_data_is_refused_without_running_it(tmp_path: Path) -> None:
+def test_objects_cannot_be_sent() -> None:
+    with pytest.raises(TypeError, match="cannot cross"):
+        encode({"op": "ready", "gift": Payload(Path("/nonexistent"))})
+
+
+def _payload(head: str, blobs: bytes = b"") -> bytes:
+    return MAGIC + HEAD.pack(len(head.encode())) + head.encode() + blobs
+
+
+def test_a_pickle_is_refused_without_running_it(tmp_path: Path) -> None:
+    """What a frame of the earlier format would carry: a pickle whose loading runs a command."""
     marker = tmp_path / "ran"
-    frame = encode({"op": "ready", "gift": Payload(marker)})
+    buffer = io.BytesIO()
+    torch.save({"op": "ready", "gift": Payload(marker)}, buffer, _use_new_zipfile_serialization=False)
+    with pytest.raises(ProtocolError, match="not a frame of this protocol"):
+        decode(buffer.getvalue())
     with pytest.raises(ProtocolError, match="unreadable frame"):
-        decode(frame[HEADER_BYTES:])
+        decode(_payload('{"D":[["op","ready"]]', buffer.getvalue()))
     assert not marker.exists()
 
 
 def test_frame_must_hold_a_dict() -> None:
-    buffer = io.BytesIO()
-    torch.save([1, 2, 3], buffer)
     with pytest.raises(ProtocolError, match="not a dict"):
-        decode(buffer.getvalue())
+        decode(_payload("[1,2,3]"))
+
+
+@pytest.mark.parametrize(
+    ("head", "blobs", "why"),
+    [
+        ('{"D":[["x",{"X":["float32",[4],[1],0,16]}]]}', bytes(8), "where 8 remain"),  # claims more than it holds
+        ('{"D":[["x",{"X":["float32",[1],[1],0,4]}]]}', bytes(12), "8 bytes of the frame belong to no tensor"),
+        ('{"D":[["x",{"X":["float32",[8],[1],0,4]}]]}', bytes(4), "unreadable frame"),  # a view past its storage
+        ('{"D":[["x",{"X":["float32",[-1],[1],0,4]}]]}', bytes(4), "not a list of counts"),
+        ('{"D":[["x",{"X":["float32",[1],[1],0.5,4]}]]}', bytes(4), "not a list of counts"),
+        ('{"D":[["x",{"X":["no_such_type",[1],[1],0,4]}]]}', bytes(4), "unreadable frame"),
+        ('{"D":[["x",{"E":"sparse_coo torch.float32 tensor on cpu"}]]}', b"", "only dense tensors"),
+        ('{"D":[["x",{"Q":1}]]}', b"", "unknown tag"),
+        ('{"D":[["x",{"F":"nan","T":[]}]]}', b"", "not a tag"),
+        ('{"D":[["x",NaN]]}', b"", "unreadable frame"),
+        ('{"D":[["x",' + "[" * 100_000 + "]" * 100_000 + "]]}", b"", "unreadable frame"),  # deeper than any reader
+    ],
+)
+def test_a_forged_frame_is_refused(head: str, blobs: bytes, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        decode(_payload(head, blobs))
+
+
+def test_tensors_of_one_frame_share_no_memory() -> None:
+    """Two views of one storage arrive as two storages (the worker must not see one call's writes in the next),
+    and a frame's tensors never hold more bytes than the frame."""
+    base = torch.arange(6.0)
+    payload = encode({"a": base[:3], "b": base[3:], "c": [base] * 3})[HEADER_BYTES:]
+    back = decode(payload)
+    storages = {t.untyped_storage().data_ptr() for t in [back["a"], back["b"], *back["c"]]}
+    assert len(storages) == 5 and torch.equal(back["b"], base[3:])
+    assert sum(t.untyped_storage().nbytes() for t in [back["a"], back["b"], *back["c"]]) < len(payload)
+
+
+def test_exotic_tensors_cross_as_a_refusal() -> None:
+    for tensor in (torch.zeros(3, 3).to_sparse(), torch.zeros(3, device="meta")):
+        with pytest.raises(ProtocolError, match="only dense tensors"):
+            decode(encode({"x": tensor})[HEADER_BYTES:])
+
+
+def test_big_ints_and_special_floats_round_trip_as_values() -> None:
+    back = roundtrip({"big": 10**30, "huge": 10**2000, "neg": -(10**2000), "inf": -math.inf, "t": (1, "a")})
+    assert back["big"] == 10**30 and back["huge"] == math.inf and back["neg"] == -math.inf
+    assert back["inf"] == -math.inf and back["t"] == (1, "a")
 
 
 def pipe_with(data: bytes) -> int:

@@ -6,6 +6,6 @@ folder and nothing else. The judge imports from here what both sides share:
 
 - `messages`: the ops, the messages and the worker's config (standard library only).
 - `framing`: the frame header and `ProtocolError` (standard library only).
-- `protocol`: frames as `torch.save` payloads, and the observation of one call.
+- `protocol`: frames (a JSON header and raw tensor bytes), and the observation of one call.
 - `__main__`: the worker itself: import the submission, then answer calls.
 """

@@ -2,7 +2,7 @@
 
 Defined once, here, for both sides; standard library only, so the judge can start a worker before it imports
 torch. A message crosses as a plain dict (a frame of `protocol`), its `op` the plain string of an `Op`: an enum
-member would not survive `torch.load(weights_only=True)`, so only the builders below make messages.
+member crosses as its string, and only the builders below make messages.
 The worker reads what the judge sends with `read_calls` and `read_worker_config`; the judge accepts what a
 worker sends in `grader.judge.accept`, where every answer is the learner's and may be forged.
 """

@@ -3,7 +3,6 @@ must call it an import error, never its own."""
 # expect_status: import_error
 # expect_score: 0
 
-import io
 import json
 import os
 import struct
@@ -16,15 +15,28 @@ def _response_fd():
     return json.loads(sys.argv[1])["response_fd"]  # the worker's config, as its command line carries it
 
 
-def _send(payload):
-    frame = memoryview(struct.pack(">Q", len(payload)) + payload)
+def _send(frame):
+    frame = memoryview(frame)
     while frame:
         frame = frame[os.write(_response_fd(), frame) :]
 
 
-_buffer = io.BytesIO()
-torch.save({"op": "ready", "functions": {"masked_is_weights": 5, "offpolicy_loss": ["callable"]}}, _buffer)
-_send(_buffer.getvalue())
+def _tagged(value):
+    """A message as this protocol's JSON header writes it: objects are tags, a dict is `{"D": [[key, value]...]}`."""
+    if isinstance(value, dict):
+        return {"D": [[k, _tagged(v)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_tagged(v) for v in value]
+    return value
+
+
+def _frame(message, blobs=b""):
+    head = json.dumps(_tagged(message)).encode()
+    payload = b"PLF1" + struct.pack(">I", len(head)) + head + blobs
+    return struct.pack(">Q", len(payload)) + payload
+
+
+_send(_frame({"op": "ready", "functions": {"masked_is_weights": 5, "offpolicy_loss": ["callable"]}}))
 
 
 def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
