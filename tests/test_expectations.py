@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from grader.judge.expectations import Expectations, load_cache_file, single_threaded
+from grader.judge.expectations import Expectations, _write, load_cache_file, single_threaded
 from grader.model.problem import Problem
+from grader.worker.protocol import ProtocolError
 
 PROBLEM = "grpo_advantages"
 
@@ -29,7 +30,7 @@ def test_misconception_observations_are_saved_apart_and_read_back_when_needed(
     first.persist()
 
     (main,) = (tmp_path / PROBLEM).glob("*.pt")
-    data = torch.load(main, weights_only=True)
+    data = load_cache_file(main)
     assert data["observations"] and not [k for k in data["observations"] if k.startswith("misconception:")]
     assert (main.with_suffix("") / f"misconceptions-{check.cases}.pt").is_file()
 
@@ -55,21 +56,22 @@ class _Forged:
         return (print, ("a forged cache ran code",))
 
 
-def test_a_cache_file_is_read_with_the_weights_only_allow_list(
+def test_a_cache_file_round_trips_and_a_foreign_one_is_recomputed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Read back as torch.load(weights_only=True) reads it, by the faster unpickler; a global outside the allow-list
-    makes the file unreadable (so recomputed), never a call."""
+    """Written and read in the frame format: strides, dtypes and more tensors than a frame may hold come back;
+    a file in any other format (a pickle, say) is unreadable, so recomputed, and runs nothing."""
     data: dict[str, Any] = {
         "t": torch.arange(6.0).reshape(2, 3).t(),
         "calls": [{"x": torch.ones(2, dtype=torch.bfloat16)}],
+        "many": [torch.tensor(i) for i in range(5000)],
     }
-    torch.save(data, tmp_path / "good.pt")
+    _write(tmp_path / "good.pt", data)
     loaded = load_cache_file(tmp_path / "good.pt")
     assert loaded["t"].stride() == data["t"].stride() and torch.equal(loaded["t"], data["t"])
-    assert loaded["calls"][0]["x"].dtype == torch.bfloat16
+    assert loaded["calls"][0]["x"].dtype == torch.bfloat16 and loaded["many"][4999].item() == 4999
     torch.save({"x": _Forged()}, tmp_path / "forged.pt")
-    with pytest.raises(Exception, match="not allowed"):
+    with pytest.raises(ProtocolError, match="not a frame"):
         load_cache_file(tmp_path / "forged.pt")
     assert "ran code" not in capsys.readouterr().out
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))

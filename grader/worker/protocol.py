@@ -73,15 +73,16 @@ def _pack_tensor(tensor: torch.Tensor, blobs: list[bytes]) -> dict[str, Any]:
     return {"X": [dtype, list(tensor.shape), list(tensor.stride()), tensor.storage_offset(), size]}
 
 
-def decode(payload: bytes) -> dict[str, Any]:
-    """The message a frame's payload holds; ProtocolError for anything but a well-formed frame of plain data."""
+def decode(payload: bytes, max_tensors: int | None = MAX_TENSORS) -> dict[str, Any]:
+    """The message a frame's payload holds; ProtocolError for anything but a well-formed frame of plain data.
+    `max_tensors` None: no limit (a file the judge wrote itself)."""
     try:
         if payload[: len(MAGIC)] != MAGIC:
             raise ProtocolError("not a frame of this protocol")
         start = len(MAGIC) + HEAD.size
         (head_size,) = HEAD.unpack(payload[len(MAGIC) : start])
         head = json.loads(payload[start : start + head_size], parse_constant=_no_constant)
-        blobs = _Blobs(memoryview(payload)[start + head_size :])
+        blobs = _Blobs(memoryview(payload)[start + head_size :], max_tensors)
         message = _unpack(head, blobs)
         blobs.finish()
     except ProtocolError:
@@ -101,13 +102,13 @@ class _Blobs:
     """The tensors' bytes, handed out in order: every byte belongs to exactly one tensor, so the tensors of a
     frame never hold more memory than the frame itself."""
 
-    def __init__(self, data: memoryview) -> None:
-        self.data, self.used, self.tensors = data, 0, 0
+    def __init__(self, data: memoryview, max_tensors: int | None) -> None:
+        self.data, self.used, self.tensors, self.max_tensors = data, 0, 0, max_tensors
 
     def take(self, size: int) -> torch.Tensor:
         self.tensors += 1
-        if self.tensors > MAX_TENSORS:
-            raise ProtocolError(f"more than {MAX_TENSORS} tensors in one frame")
+        if self.max_tensors is not None and self.tensors > self.max_tensors:
+            raise ProtocolError(f"more than {self.max_tensors} tensors in one frame")
         if size > len(self.data) - self.used:
             raise ProtocolError(f"a tensor of {size} bytes where {len(self.data) - self.used} remain")
         chunk = bytearray(self.data[self.used : self.used + size])
