@@ -139,6 +139,16 @@ def test_misconceptions_name_declared_solutions(materialized: tuple[Problem, lis
         assert problem.known_wrong_file(misconception.solution).is_file()
 
 
+def test_each_file_embodies_a_misconception_its_checks_own(materialized: tuple[Problem, list[KnownWrong]]) -> None:
+    """Every known-wrong solution is some misreading's, and the checks that charge it are among those it fails."""
+    problem, known = materialized
+    declared = {m.solution: m for m in problem.misconceptions}
+    for wrong in known:
+        misconception = declared.get(wrong.path.name)
+        assert misconception is not None, f"{wrong.path.name} embodies no declared misconception"
+        assert set(misconception.owners) <= wrong.must_fail | wrong.may_fail, wrong.path.name
+
+
 # ---------------------------------------------------------------- materializing, on a made-up problem
 
 

@@ -224,17 +224,6 @@ def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Pro
     assert all(any(flags) and not all(flags) for flags in groups.values())
 
 
-# ---------------------------------------------------------------- known-wrong files
-
-
-def test_every_known_wrong_file_embodies_a_declared_misconception(problem: Problem) -> None:
-    declared = {m.solution: m for m in problem.misconceptions}
-    for known in problem.known_wrong():
-        misconception = declared.get(known.path.name)
-        assert misconception is not None, known.path.name
-        assert set(misconception.owners) <= known.must_fail, known.path.name
-
-
 # ---------------------------------------------------------------- the toy shows what the statement says
 
 

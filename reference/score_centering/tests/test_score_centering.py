@@ -222,17 +222,6 @@ def test_no_trivial_answer_matches_any_t3_series(problem: Problem) -> None:
     assert not matches, matches
 
 
-# ---------------------------------------------------------------- known-wrong files
-
-
-def test_every_known_wrong_file_embodies_a_declared_misconception(problem: Problem) -> None:
-    declared = {m.solution: m for m in problem.misconceptions}
-    for known in problem.known_wrong():
-        misconception = declared.get(known.path.name)
-        assert misconception is not None, known.path.name
-        assert set(misconception.owners) <= known.must_fail, known.path.name
-
-
 # ---------------------------------------------------------------- end to end, through the CLI
 
 
