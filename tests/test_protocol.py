@@ -317,3 +317,20 @@ def test_the_sandbox_config_is_checked_before_any_step() -> None:
     ]:
         with pytest.raises(ValueError):
             check_config(wrong)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        '{"D":[["x",{"E":"SECRET-4711"}]]}',
+        '{"D":[["x",{"SECRET-4711":1}]]}',
+        '{"D":[["x",{"F":"SECRET-4711"}]]}',
+        '{"D":[["x",{"X":["SECRET-4711",[1],[1],0,4]}]]}',
+        '{"D":[["x",{"X":["float32",[4711],[1],0,4]}]]}',
+    ],
+)
+def test_a_refusal_quotes_nothing_the_sender_chose(head: str) -> None:
+    """A worker that has seen a hidden case could pass it on through the judge's own words about its frame."""
+    with pytest.raises(ProtocolError) as refused:
+        decode(_payload(head, bytes(4) if '"X"' in head else b""))
+    assert "4711" not in str(refused.value)

@@ -231,8 +231,8 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
 
 
 def _fresh(value: Any) -> Any:
-    """A copy that pickles to the same bytes whatever its history: every tensor owns its storage (views loaded
-    from the expectations cache share theirs), and equal strings are one object (pickle memoizes by identity)."""
+    """A copy that pickles to the same bytes whatever its history: every tensor owns its storage (views computed
+    afresh share theirs), and equal strings are one object (pickle memoizes by identity)."""
     if isinstance(value, torch.Tensor):
         return value.clone()
     if isinstance(value, str):

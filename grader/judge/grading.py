@@ -90,7 +90,7 @@ def grade(
             why = ""
             if series_sink is not None:
                 series_sink(_prefetch_series(context, problem))
-            results, findings, status = _judge(problem, context, expectations, follow)
+            results, findings, status = _judge(problem, context, follow)
     finally:
         supervisor.close()
     persist = getattr(expectations, "persist", None)
@@ -107,11 +107,11 @@ def grade(
 
 
 def _judge(
-    problem: GradedProblem, context: CheckContext, expectations: ExpectedSide, follow: bool
+    problem: GradedProblem, context: CheckContext, follow: bool
 ) -> tuple[list[CheckResult], list[Finding], Status]:
     """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
     supervisor = context.supervisor
-    runs = {check.id: run_check(context, check) for check in visible_first(problem.spec.checks, expectations)}
+    runs = {check.id: run_check(context, check) for check in visible_first(problem.spec.checks, context.expect)}
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
     findings = diagnose(failing, problem.misconceptions, _contradictions(context, runs.values(), candidates(failing)))
