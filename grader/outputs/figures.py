@@ -183,11 +183,11 @@ def _job_fds(sock: socket.socket) -> list[int] | None:
 
 
 def _drawer(sock: socket.socket, fds: list[int]) -> NoReturn:
-    """In a forked child: a process of its own session, on the job's pipes, that draws one job and exits."""
+    """In a forked child: a process group of its own, on the job's pipes, that draws one job and exits."""
     code = 1
     try:
         sock.close()
-        os.setsid()  # the judge ends it, and whatever it started, by its process group
+        os.setpgid(0, 0)  # the judge ends it, and whatever it started, by its process group (the server sets it too)
         for source, target in zip(fds[:3], (0, 1, 2), strict=True):
             os.dup2(source, target)
         os.closerange(3, 1 << 16)
@@ -224,6 +224,10 @@ def serve(sock: socket.socket) -> None:
         pid = os.fork()
         if pid == 0:
             _drawer(sock, fds)
+        # the group exists before the judge learns the pid, however late the child runs: else a kill of the
+        # group could come first and miss it
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)
         for fd in fds[:3]:
             os.close(fd)
         status[pid] = fds[3]
