@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,32 @@ def test_a_cache_file_round_trips_and_a_foreign_one_is_recomputed(
     torch.save({"cases": {"x": [_Forged()]}}, main)
     assert Expectations(problem, problem.grading_seeds[0])._cases == {}  # refused, so computed again
     assert "ran code" not in capsys.readouterr().out
+
+
+def test_warnings_of_the_reference_and_the_misreadings_never_reach_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A warning quotes the line that raised it: code of the hidden reference, or of a known-wrong variant of it."""
+    problem = Problem(PROBLEM)
+
+    def warning(function: Any) -> Any:
+        def warns(**kwargs: Any) -> Any:
+            warnings.warn("REFERENCE-LINE leaked", UserWarning, stacklevel=1)
+            return function(**kwargs)
+
+        return warns
+
+    monkeypatch.setitem(problem.__dict__, "reference", {k: warning(f) for k, f in problem.reference.items()})
+    monkeypatch.setattr(Problem, "misconception_functions", lambda self, m: problem.reference)
+    check = next(c for c in problem.spec.checks if c.cases)
+    assert check.cases is not None
+    expectations = Expectations(problem, problem.grading_seeds[0], use_cache=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expectations.observation("reference", check.cases, 0)
+        expectations.misconception_observations(check.cases, 0)
+        expectations.series()
+        expectations.misconception_series()
+    assert [str(w.message) for w in caught] == []
+    out, err = capfd.readouterr()
+    assert "REFERENCE-LINE" not in out + err

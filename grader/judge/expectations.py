@@ -12,6 +12,7 @@ import hashlib
 import os
 import platform
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,16 @@ def single_threaded() -> Iterator[None]:
     up, every small op (a comparison, the toy's own baselines) runs about thirty times slower."""
     torch.set_num_threads(1)
     yield
+
+
+@contextlib.contextmanager
+def trusted_run() -> Iterator[None]:
+    """The reference, the oracle and the known-wrong solutions run in the judge on one thread, their warnings
+    dropped: a warning quotes the source line that raised it, code of the hidden reference or derived from it,
+    and the terminal of whoever grades is no place for it."""
+    with single_threaded(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 class Expectations:
@@ -148,7 +159,7 @@ class Expectations:
         key = f"{source}/{name}"
         if key not in self._observations:
             functions = self._functions(source)
-            with single_threaded():
+            with trusted_run():
                 self._observations[key] = [
                     protocol.observe_call(functions[c.function], c.kwargs, list(c.requires_grad), c.backward)
                     for c in self.cases(name)
@@ -187,7 +198,7 @@ class Expectations:
         with self._lock:
             if self._wrong_series is None:
                 self._wrong_series = {}
-                with single_threaded():
+                with trusted_run():
                     for misconception in self.problem.misconceptions:
                         functions = self._functions(f"misconception:{misconception.id}")
                         self._wrong_series[misconception.id] = run_series(self.problem, self.seed, functions)[0]
@@ -205,7 +216,7 @@ class Expectations:
         """The reference's toy series for this seed, driven exactly as a learner's are."""
         with self._lock:
             if self._series is None:
-                with single_threaded():
+                with trusted_run():
                     self._series, self._series_parts = reference_series(self.problem, self.seed)
                 self._dirty = True  # `persist` keeps them (the public seed's, drawn beside every plot, say)
             return self._series
