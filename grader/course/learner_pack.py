@@ -39,7 +39,7 @@ from grader.model.spec import CheckSpec, ProblemSpec, load_spec
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.learner_view import learner_view
 from grader.outputs.report import Report, write_atomic
-from grader.outputs.terminal import STYLE
+from grader.outputs.terminal import STYLE, fit_message, full_messages
 
 DATA_FILE = "public_cases.pt"
 DATA_FORMAT = 1
@@ -371,7 +371,7 @@ def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]
         tier, check = ran[spec.id]
         verdict = Verdict(check["verdict"])
         cases = f"{check['cases_passed']}/{check['cases_total']}" if check["cases_total"] else ""
-        message = "" if verdict == Verdict.PASS else escape(check["message"])
+        message = "" if verdict == Verdict.PASS else escape(fit_message(check["message"]))
         rows.append(
             (
                 tier,
@@ -394,8 +394,11 @@ def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> Non
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
     for row in _rows(view, full_spec):
         table.add_row(*row)
-    console = Console(width=140, soft_wrap=False)
+    console = Console(width=140, soft_wrap=False, highlight=False)
     console.print(table)
+    failing = [(c["id"], c["message"]) for t in view["tiers"] for c in t["checks"] if c["verdict"] != Verdict.PASS]
+    for line in full_messages(failing):
+        console.print(line)
     if view["message"]:
         console.print(f"[red]{escape(view['message'])}[/]")
         console.print(escape(view["stderr"][-2000:]))  # the learner's own traceback

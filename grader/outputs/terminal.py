@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from rich.text import Text
 from grader.model.spec import TIERS
 from grader.model.verdicts import Verdict
 from grader.outputs.report import Report
-from grader.text import LINE_CHARS, clean_line
+from grader.text import LINE_CHARS, MESSAGE_CHARS, clean_line
 
 STYLE = {
     Verdict.PASS: "green",
@@ -36,7 +37,14 @@ STYLE = {
 }
 
 
-TERMINAL_MESSAGE_CHARS = 300  # a check's message on the terminal; report.json and report.html keep it whole
+TERMINAL_MESSAGE_CHARS = 300  # a check's message in a table cell; a longer one is printed whole below the table
+
+# The parts of a check's message, in the order they are dropped to fit a table cell: the case's label, the place
+# of the first differing element, then everything but the head count and "expected X, got Y".
+_CASE_LABEL = re.compile(r"First failure, case '.*?': ")
+_PLACE = re.compile(r"(?<=: )[^:;]*?: (?=expected )")
+_EVIDENCE = re.compile(r"expected .+?, got .+?(?= \(|; |\. |$)")
+_HEAD = re.compile(r"^\d+/\d+ cases passed\. ")
 
 
 def _console() -> Console:
@@ -47,6 +55,34 @@ def _console() -> Console:
 def _learner(text: str, limit: int = LINE_CHARS) -> Text:
     """Learner text as a rich Text: never parsed as markup, control characters spelled out, bounded."""
     return Text(clean_line(text, limit))
+
+
+def fit_message(message: str, limit: int = TERMINAL_MESSAGE_CHARS) -> str:
+    """A check's message in at most `limit` characters, keeping "expected X, got Y" to the last: the case's label
+    goes first, then the place of the element, then every other clause; only then is the evidence itself cut."""
+    text = clean_line(message, MESSAGE_CHARS)
+    if len(text) <= limit:
+        return text
+    unlabelled = _CASE_LABEL.sub("First failure: ", text, count=1)
+    candidates = [unlabelled, _PLACE.sub("", unlabelled, count=1)]
+    evidence = _EVIDENCE.search(text)
+    if evidence is not None:
+        head = _HEAD.match(text)
+        candidates.append(f"{head.group(0) if head else ''}first failure: {evidence.group(0)} (more below)")
+        candidates.append(evidence.group(0))
+    for candidate in candidates:
+        if len(candidate) <= limit:
+            return candidate
+    return clean_line(candidates[-1], limit)
+
+
+def full_messages(rows: Iterable[tuple[str, str]], limit: int = TERMINAL_MESSAGE_CHARS) -> list[Text]:
+    """The whole message of each (check, message) whose table cell had to shorten it, to print below the table."""
+    return [
+        Text.assemble((f"{check}: ", "bold"), clean_line(message, MESSAGE_CHARS))
+        for check, message in rows
+        if len(clean_line(message, MESSAGE_CHARS)) > limit
+    ]
 
 
 def diagnosis_lines(report: Report) -> list[str]:
@@ -88,19 +124,22 @@ def print_report(report: Report, path: Path) -> None:
     )
     for column in ("tier", "check", "verdict", "score", "message"):
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
+    failing = [(check.id, check.message) for check in report.checks() if check.verdict != Verdict.PASS]
     for tier in report.tiers:
         for check in tier.checks:
-            message = _learner("" if check.verdict == Verdict.PASS else check.message, TERMINAL_MESSAGE_CHARS)
+            message = "" if check.verdict == Verdict.PASS else fit_message(check.message)
             table.add_row(
                 tier.tier,
                 check.id,
                 f"[{STYLE[check.verdict]}]{check.verdict}[/]",
                 f"{check.score:g}/{check.max_score:g}",
-                message,
+                Text(message),
             )
     console = _console()
     print_diagnosis(report, console)
     console.print(table)
+    for line in full_messages(failing):
+        console.print(line)
     if report.message:
         console.print(_learner(report.message, TERMINAL_MESSAGE_CHARS), style="red")
     isolation = report.isolation.level if report.isolation else "none"

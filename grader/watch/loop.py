@@ -29,13 +29,13 @@ from rich.text import Text
 
 from grader.model.verdicts import ExitCode, Verdict
 from grader.outputs.report import Report
-from grader.outputs.terminal import STYLE
+from grader.outputs.terminal import STYLE, fit_message, full_messages
 from grader.text import clean_line
 
 POLL_S = 0.04  # how often the file is looked at: a stat and, for a file of sane size, a hash of its bytes
 DEBOUNCE_S = 0.2  # how long a save must stay unchanged before its grade is published
 HASHED_BYTES = 1 << 22  # a larger file is compared by modification time and size alone
-MESSAGE_CHARS = 160  # a check's message in the watch table: one line; report.json keeps it whole
+MESSAGE_CHARS = 160  # a check's message in the watch table: one line; a longer one is printed whole below it
 
 
 class Stopped(BaseException):
@@ -153,10 +153,6 @@ def rows_of(report: Report) -> list[Row]:
     ]
 
 
-def _short(text: str) -> Text:
-    return Text(clean_line(text, MESSAGE_CHARS))
-
-
 def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[Text | Table]:
     """The diagnosis, then a table of the checks that do not pass or whose verdict changed, then a count of the
     others: what a learner reads after a save. A changed verdict is highlighted and says what it was."""
@@ -179,6 +175,7 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
     for column in ("tier", "check", "verdict", "score", "message"):
         table.add_column(column, overflow="fold", max_width=MESSAGE_CHARS if column == "message" else None)
     quiet, not_run = 0, 0
+    shortened: list[tuple[str, str]] = []
     for row in rows_of(report):
         was = before.get(row.check)
         changed = was is not None and was != row.verdict
@@ -196,10 +193,13 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
             Text(row.check, style="bold reverse" if changed else ""),
             verdict,
             f"{row.score:g}/{row.max_score:g}",
-            _short("" if row.verdict == Verdict.PASS else row.message),
+            Text("" if row.verdict == Verdict.PASS else fit_message(row.message, MESSAGE_CHARS)),
         )
+        if row.verdict != Verdict.PASS:
+            shortened.append((row.check, row.message))
     if table.row_count:
         shown.append(table)
+        shown.extend(full_messages(shortened, MESSAGE_CHARS))
     rows = len(rows_of(report))
     if not_run:
         shown.append(Text(f"{not_run} of {rows} checks not run, for the reason above", style="dim"))
