@@ -285,3 +285,12 @@ def test_grade_all_shows_progress_and_ends_with_the_class_table(submission_batch
     total = len(submission_batch.reports)
     assert f"{total}/{total}" in output and "elapsed" in output
     assert output.index("elapsed") < output.index("submissions") < output.index("dashboard:")
+
+
+def test_a_visibility_tag_reads_as_words_not_the_spec_token() -> None:
+    report = make_report(text="plain")
+    report.tiers[1].checks[0].visibility = "after_published"
+    page = render_report_page(report, [])
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert "after_published" not in text
+    assert "after publishing" in text and "learners see its result once grades are published" in page

@@ -75,3 +75,28 @@ def test_watch_prints_a_shortened_message_whole_below_its_table() -> None:
     out = " ".join(console.export_text().split())
     assert "expected 0, got 0.875" in out and "expert_bias[0] = 0.00694082" in out
     assert "more characters" not in out
+
+
+def test_watch_does_not_call_a_check_that_did_not_run_before_a_change() -> None:
+    """After a syntax error is fixed, every check was skipped before: none of them "changed" from a verdict."""
+    passing = _report("passed")
+    passing.tiers[0].checks[0].verdict = Verdict.PASS
+    console = Console(width=120, record=True)
+    for part in render(passing, {"bf16_upcast": Verdict.SKIPPED}, 1.0):
+        console.print(part)
+    out = console.export_text()
+    assert "was skipped" not in out and "all 1 checks pass" in out
+    console = Console(width=120, record=True)
+    for part in render(_report(LONG), {"bf16_upcast": Verdict.PASS}, 1.0):
+        console.print(part)
+    assert "(was pass)" in console.export_text()
+
+
+def test_grade_says_an_import_failure_once(capsys: pytest.CaptureFixture[str]) -> None:
+    failure = "importing x.py failed at line 1: SyntaxError: '(' was never closed"
+    report = _report(failure)
+    report.tiers[0].checks[0].verdict = Verdict.SKIPPED
+    report.message = failure
+    print_report(report, Path("report.json"))
+    out = capsys.readouterr().out
+    assert out.count("was never closed") == 1 and "not run: see below" in out

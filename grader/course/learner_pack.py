@@ -372,6 +372,8 @@ def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]
         verdict = Verdict(check["verdict"])
         cases = f"{check['cases_passed']}/{check['cases_total']}" if check["cases_total"] else ""
         message = "" if verdict == Verdict.PASS else escape(fit_message(check["message"]))
+        if verdict == Verdict.SKIPPED and view["message"] and check["message"] == view["message"]:
+            message = "not run: see below"  # the import failure, printed once under the table
         rows.append(
             (
                 tier,
@@ -396,7 +398,12 @@ def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> Non
         table.add_row(*row)
     console = Console(width=140, soft_wrap=False, highlight=False)
     console.print(table)
-    failing = [(c["id"], c["message"]) for t in view["tiers"] for c in t["checks"] if c["verdict"] != Verdict.PASS]
+    failing = [
+        (c["id"], c["message"])
+        for t in view["tiers"]
+        for c in t["checks"]
+        if c["verdict"] != Verdict.PASS and not (c["verdict"] == Verdict.SKIPPED and c["message"] == view["message"])
+    ]
     for line in full_messages(failing):
         console.print(line)
     if view["message"]:

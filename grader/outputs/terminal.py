@@ -124,10 +124,15 @@ def print_report(report: Report, path: Path) -> None:
     )
     for column in ("tier", "check", "verdict", "score", "message"):
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
-    failing = [(check.id, check.message) for check in report.checks() if check.verdict != Verdict.PASS]
+    # a check skipped for the reason printed below the table (an import that failed) says so once, there
+    said_below = {
+        c.id for c in report.checks() if c.verdict == Verdict.SKIPPED and report.message and c.message == report.message
+    }
+    failing = [(c.id, c.message) for c in report.checks() if c.verdict != Verdict.PASS and c.id not in said_below]
     for tier in report.tiers:
         for check in tier.checks:
             message = "" if check.verdict == Verdict.PASS else fit_message(check.message)
+            message = "not run: see below" if check.id in said_below else message
             table.add_row(
                 tier.tier,
                 check.id,

@@ -178,7 +178,8 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
     shortened: list[tuple[str, str]] = []
     for row in rows_of(report):
         was = before.get(row.check)
-        changed = was is not None and was != row.verdict
+        # a check that did not run before (the file could not be imported) has no verdict to change from
+        changed = was not in (None, Verdict.SKIPPED) and was != row.verdict
         if row.verdict == Verdict.PASS and not changed:
             quiet += 1
             continue

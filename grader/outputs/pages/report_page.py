@@ -86,6 +86,8 @@ VISIBILITY_MEANING = {
     "after_due_date": "learners see its result after the due date",
     "hidden": "learners never see its result",
 }
+# The tag beside such a check, in words: the spec's token (`after_published`) means nothing to a reader.
+VISIBILITY_TAG = {"after_published": "after publishing", "after_due_date": "after the due date", "hidden": "hidden"}
 
 
 def _summary(report: Report) -> Markup:
@@ -141,7 +143,7 @@ def _visibility_note(report: Report) -> Markup:
         return Markup("")
     return el(
         "p",
-        [[el("span", v, class_="tag"), f" {VISIBILITY_MEANING[v]}; "] for v in shown],
+        [[el("span", VISIBILITY_TAG[v], class_="tag"), f" {VISIBILITY_MEANING[v]}; "] for v in shown],
         "this page shows every result.",
         class_="sub",
     )
@@ -150,7 +152,8 @@ def _visibility_note(report: Report) -> Markup:
 def _check_row(check: CheckResult) -> Markup:
     cases = f"{check.cases_passed}/{check.cases_total}" if check.cases_total else ""
     meaning = VISIBILITY_MEANING.get(check.visibility, "")
-    hidden = el("span", check.visibility, class_="tag", title=meaning) if check.visibility != "visible" else ""
+    tag = VISIBILITY_TAG.get(check.visibility, check.visibility)
+    hidden = el("span", tag, class_="tag", title=meaning) if check.visibility != "visible" else ""
     return el(
         "tr",
         el("td", el("code", check.id), " ", hidden, el("div", check.title, class_="sub")),
