@@ -1,7 +1,8 @@
 """Starter for glm5_offpolicy: double-sided off-policy correction (GLM-5 report, section 4.1.2).
 
-Implement both functions below. Only `torch` and the standard library are available. Read the statement
-for the formulas; the docstrings below are the exact contract the grader checks.
+Implement both functions below. Use `torch` and the standard library: numpy and torch's other dependencies
+import too, but answers must be torch tensors and no check needs them. Read the statement for the formulas;
+the docstrings below are the exact contract the grader checks.
 """
 
 from __future__ import annotations

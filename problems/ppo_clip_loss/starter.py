@@ -1,7 +1,8 @@
 """Starter for ppo_clip_loss: PPO's clipped surrogate as GRPO optimizes it, with a dual clip and two reductions.
 
-Implement the function below. Only `torch` and the standard library are available. Read the statement for
-the formulas; the docstring below is the exact contract the grader checks.
+Implement the function below. Use `torch` and the standard library: numpy and torch's other dependencies
+import too, but answers must be torch tensors and no check needs them. Read the statement for the formulas;
+the docstring below is the exact contract the grader checks.
 """
 
 from __future__ import annotations

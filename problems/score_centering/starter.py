@@ -1,7 +1,8 @@
 """Starter for score_centering: a centred policy-gradient loss with a top-k head and a reconstructed tail.
 
-Implement the function below. Only `torch` and the standard library are available. Read the statement for
-the derivation and the worked examples; the docstring below is the exact contract the grader checks.
+Implement the function below. Use `torch` and the standard library: numpy and torch's other dependencies
+import too, but answers must be torch tensors and no check needs them. Read the statement for the derivation
+and the worked examples; the docstring below is the exact contract the grader checks.
 """
 
 from __future__ import annotations
