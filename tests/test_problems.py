@@ -16,6 +16,7 @@ import torch
 from conftest import PROBLEM
 
 from grader import cli, commands
+from grader.course.coverage import reference_coverage
 from grader.course.validate import MIN_SEEDS, Finding, failed_checks, reference_findings, wrong_findings
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
@@ -134,6 +135,23 @@ def test_reference_earns_full_marks_on_every_grading_seed(proofs, problem_id: st
     assert len(proof.problem.grading_seeds) >= MIN_SEEDS
     findings = reference_findings(proof.problem, proof.grade_many)
     assert not findings, "\n".join(f.problem for f in findings)
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_every_line_and_branch_of_the_reference_is_reached_by_a_case(problem_id: str) -> None:
+    measured = reference_coverage(_problem(problem_id))
+    assert measured.complete, f"{measured.path}: {measured.describe()}"
+
+
+def test_a_raise_that_no_case_reaches_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cases cut to each generator's first call leave the reference's validation unreached, and it says where."""
+    problem = Problem(PROBLEM)
+    generators = problem.case_generator
+    monkeypatch.setattr(problem, "case_generator", lambda name: lambda g: generators(name)(g)[:1])
+    measured = reference_coverage(problem)
+    assert not measured.complete
+    source = measured.path.read_text().splitlines()
+    assert any("raise" in source[line - 1] for line in measured.missing_lines), measured.describe()
 
 
 @pytest.mark.parametrize(("problem_id", "seed"), SEEDS, ids=_ids(SEEDS))

@@ -1,6 +1,8 @@
 """Instructor tooling around the judge.
 
-- `validate`: proves a problem: the reference at full marks, each known-wrong solution caught as declared.
+- `validate`: proves a problem: every line of the reference reached, the reference at full marks, each known-wrong
+  solution caught as declared.
+- `coverage`: which lines and branches of a reference no case reaches (a clause broken for free).
 - `gradescope_zip`: the autograder zip for Gradescope.
 - `learner_pack`: the learner pack (statement, starter, public cases and `check`) and the pack's `check`.
 - `shards`: a class graded on many machines, and the merge of their reports.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.course.coverage import reference_coverage
 from grader.judge.diagnosis import Misconception
 from grader.model.problem import Problem
 from grader.model.verdicts import Verdict
@@ -99,13 +100,24 @@ def _diagnosis_findings(
     return findings
 
 
+def coverage_findings(problem: Problem) -> list[Finding]:
+    """A line or branch of the reference that no case reaches is a clause a solution can break for free."""
+    measured = reference_coverage(problem)
+    if measured.complete:
+        return []
+    return [Finding("reference", f"reached by no case of any grading seed: {measured.describe()}")]
+
+
 def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
     console = Console(width=140)
-    findings = reference_findings(problem, grade_many) + wrong_findings(problem, grade_many)
+    findings = (
+        coverage_findings(problem) + reference_findings(problem, grade_many) + wrong_findings(problem, grade_many)
+    )
     count = len(problem.known_wrong())
     if not findings:
         console.print(
-            f"[green]{problem.id}: valid[/] - reference full marks on {len(problem.grading_seeds)} seeds; "
+            f"[green]{problem.id}: valid[/] - every line and branch of the reference reached by a case; "
+            f"reference full marks on {len(problem.grading_seeds)} seeds; "
             f"{count} known-wrong solutions fail exactly as declared"
         )
         return True

@@ -942,6 +942,8 @@ def value_errors(g: torch.Generator) -> list[Call]:
         ("NaN head log q on an active row",
          {"rollout_head_logp": _with_value(b.rollout_head_logp, (row, 0), math.nan)}),
         ("NaN advantage on an active row", {"advantages": _with_value(b.advantages, (row,), math.nan)}),
+        ("rollout_logp int64", {"rollout_logp": b.rollout_logp.round().to(torch.int64)}),
+        ("advantages int64", {"advantages": b.advantages.round().to(torch.int64)}),
     ]
     valid: list[tuple[str, Options, dict[str, object]]] = [
         ("sum of q over the head 1.65 on a padding row", NONE, {"rollout_head_logp": heavy_padding,
