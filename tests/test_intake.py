@@ -3,19 +3,24 @@ link, is read; anything else is refused with a sentence saying what was expected
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import json
 import os
+import shutil
 import socket
 import stat
 import threading
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import PROBLEM, ROOT
+from conftest import PROBLEM, ROOT, SAMPLES
 
 from grader.confine.intake import MAX_SUBMISSION_BYTES, Submission, read_submission, usage_problem
 from grader.confine.sandbox import Box, Slot
 from grader.model.spec import Limits
+from grader.model.verdicts import ExitCode, Status
 
 REFERENCE = ROOT / "reference" / PROBLEM / "reference.py"
 SOURCE = b"def masked_is_weights(logp, rollout_logp, mask):\n    return logp\n"
@@ -180,3 +185,92 @@ def test_the_box_never_takes_a_refused_file(tmp_path: Path) -> None:
             Box(read_submission(tmp_path / "alice.py"), None, Limits(), "limits-only", slot)
     finally:
         slot.release()
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+
+def test_grade_all_refuses_a_link_and_a_fifo_and_grades_the_honest_file(run_cli, tmp_path: Path) -> None:
+    folder, out = tmp_path / "submissions", tmp_path / "out"
+    folder.mkdir()
+    (folder / "copycat.py").symlink_to(REFERENCE)
+    (folder / "dangling.py").symlink_to(tmp_path / "gone.py")
+    os.mkfifo(folder / "pipe.py")  # no writer: a grader that opens it to wait for one never finishes
+    shutil.copyfile(SAMPLES / "correct_compact.py", folder / "honest.py")
+    result = run_cli(
+        "grade-all",
+        "--problem",
+        PROBLEM,
+        "--submissions",
+        folder,
+        "--out",
+        out,
+        "--junit",
+        tmp_path / "junit.xml",
+        timeout=300,
+    )
+    assert result.returncode == ExitCode.OK, result.stderr[-3000:]
+    reports = {path.parent.name: json.loads(path.read_text()) for path in out.glob("*/report.json")}
+    assert sorted(reports) == ["copycat", "dangling", "honest", "pipe"]
+    assert reports["honest"]["status"] == Status.GRADED and reports["honest"]["score"] == 100
+    assert reports["honest"]["submission_sha256"] == hashlib.sha256((folder / "honest.py").read_bytes()).hexdigest()
+    for stem, what in (("copycat", "symbolic link"), ("dangling", "symbolic link"), ("pipe", "named pipe")):
+        report = reports[stem]
+        assert report["status"] == Status.REFUSED and report["score"] == 0 and report["submission_sha256"] == ""
+        assert report["message"].startswith("not graded: expected a regular file, not a") and what in report["message"]
+        assert all(check["verdict"] == "skipped" for tier in report["tiers"] for check in tier["checks"])
+        assert report["message"] in (out / stem / "report.html").read_text()
+    rows = {row["submission"]: row for row in csv.DictReader((out / "summary.csv").open())}
+    assert rows["copycat.py"]["status"] == "refused" and float(rows["copycat.py"]["score"]) == 0
+    assert rows["pipe.py"]["status"] == "refused" and rows["honest.py"]["status"] == "graded"
+    assert "refused" in (out / "index.html").read_text()
+    junit = ET.fromstring((tmp_path / "junit.xml").read_text())
+    refused = [e for e in junit.iter("error") if e.get("type") == "refused"]
+    assert refused and all("regular file" in (e.get("message") or "") for e in refused)
+
+
+def test_grade_refuses_a_link_with_its_own_exit_code_and_a_zero_on_gradescope(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "copycat.py").symlink_to(REFERENCE)
+    result = run_cli(
+        "grade",
+        tmp_path / "copycat.py",
+        "--problem",
+        PROBLEM,
+        "--out",
+        tmp_path / "out",
+        "--gradescope",
+        tmp_path / "results.json",
+        timeout=300,
+    )
+    assert result.returncode == ExitCode.REFUSED, result.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["status"] == Status.REFUSED and report["score"] == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["score"] == 0 and "not a symbolic link" in results["output"]
+    assert "refused" in result.stdout and "not a symbolic link" in result.stdout
+
+
+def test_grade_names_a_missing_file_or_a_folder_as_a_usage_error(run_cli, tmp_path: Path) -> None:
+    for path in (tmp_path / "nowhere.py", tmp_path):
+        result = run_cli("grade", path, "--problem", PROBLEM, "--out", tmp_path / "out", timeout=120)
+        assert result.returncode == ExitCode.USAGE and not (tmp_path / "out" / "report.json").exists()
+
+
+def test_watching_a_fifo_refuses_each_version_without_blocking(tmp_path: Path) -> None:
+    from grader.watch.loop import SaveWatcher, fingerprint
+
+    os.mkfifo(tmp_path / "pipe.py")
+    found: list[Submission] = []
+
+    def look() -> None:
+        seen = fingerprint(tmp_path / "pipe.py")
+        assert seen is not None and stat.S_ISFIFO(seen.mode)
+        snapshot = SaveWatcher(tmp_path / "pipe.py", poll_s=0.01).next_version()
+        assert snapshot.matches()
+        found.append(snapshot.submission)
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive() and found, "watching a FIFO blocked"
+    _refused(found[0], "not a named pipe")
