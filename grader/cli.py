@@ -24,6 +24,8 @@ MEANINGS = {
     ExitCode.IMPORT_FAILED: "grade: the submission could not be imported (import_error, import_timeout, "
     "import_crashed)",
     ExitCode.BELOW_FAIL_UNDER: "--fail-under SCORE: a submission scored below SCORE",
+    ExitCode.REFUSED: "grade: FILE is not a regular file (a symbolic link, a FIFO, a hard link...); its report has "
+    "status refused and 0 points",
 }
 EPILOG = "exit codes:\n" + "\n".join(f"  {code.value} {code.name.lower()}: {MEANINGS[code]}" for code in ExitCode)
 # what to run instead when this interpreter lacks a package the grader needs
@@ -228,16 +230,20 @@ def _watch_command(commands: argparse._SubParsersAction[Parser]) -> None:
 
 def early_launch(args: argparse.Namespace) -> Launched | None:
     """Start the worker for `grade` now, so its `import torch` runs while the judge does its own."""
+    from grader.confine.intake import read_submission
     from grader.confine.launch import launch, limits_from
     from grader.model.spec import SpecError, load_spec
     from grader.paths import PROJECT_ROOT
 
     problem_dir = PROJECT_ROOT / "problems" / str(args.problem)
-    if not args.file.is_file() or not (problem_dir / "problem.toml").is_file():
+    if not (problem_dir / "problem.toml").is_file():
         return None  # the command proper reports the usage error
+    submission = read_submission(args.file)  # the one read: the worker imports these bytes, the report hashes them
+    if submission.refusal:
+        return None  # the command proper writes the refused report (or the usage error)
     try:
         spec = load_spec(problem_dir / "problem.toml")
-        return launch(spec, None, args.file, limits_from(args, spec.limits))
+        return launch(spec, None, submission, limits_from(args, spec.limits))
     except (SpecError, OSError, ValueError):
         return None
 

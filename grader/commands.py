@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from grader.confine.intake import usage_problem
 from grader.confine.launch import Launched, limits_from
 from grader.confine.zygote import Zygote
 from grader.course.shards import Shard, ShardError, merge, parse_shard
@@ -185,13 +186,14 @@ def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> Exi
     """`grade`; `launched` is the file's worker, started before this module's imports (see `cli.early_launch`)."""
     started = getattr(args, "started", time.monotonic())
     problem = Problem(args.problem)
-    if args.file.is_dir():
+    wrong = usage_problem(args.file)  # a link, dangling or not, or a FIFO is graded: its report refuses it
+    if wrong == "is a folder":
         raise UsageError(
             f"{args.file} is a folder; expected a Python file with your solution (to grade every file "
             f"of a folder: grade-all --problem {problem.id} --submissions {args.file})"
         )
-    if not args.file.is_file():
-        raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
+    if wrong is not None:
+        raise UsageError(f"{args.file}: {wrong}; expected a Python file with your solution")
     if args.gradescope is not None and (why := gradescope_refusal(problem.spec.checks)) is not None:
         raise UsageError(why)
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
@@ -221,13 +223,15 @@ IMPORT_FAILURES = (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRA
 
 
 def exit_code(reports: list[Report], fail_under: float | None = None, import_fails: bool = False) -> ExitCode:
-    """The most serious outcome first: a judge error, then (for `grade`) a file that did not import, then a score
-    below `fail_under`."""
+    """The most serious outcome first: a judge error, then (for `grade`, `import_fails`) a file refused or that
+    did not import, then a score below `fail_under`."""
     judge_failed = any(
         r.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in r.checks()) for r in reports
     )
     if judge_failed:
         return ExitCode.JUDGE_ERROR
+    if import_fails and any(r.status == Status.REFUSED for r in reports):
+        return ExitCode.REFUSED
     if import_fails and any(r.status in IMPORT_FAILURES for r in reports):
         return ExitCode.IMPORT_FAILED
     if fail_under is not None and any(round_score(r.score) < fail_under for r in reports):
@@ -334,11 +338,14 @@ def write_summary(reports: list[Report], path: Path) -> None:
 
 
 def submission_files(folder: Path) -> list[Path]:
-    """The Python files of `folder` (`.py` in any case), sorted; what else it holds is named on stdout, with why."""
+    """The entries of `folder` named `.py` (in any case), sorted; what else it holds is named on stdout, with why.
+
+    Listed by name alone, following nothing: a link, FIFO or anything but a regular file named `.py` is listed
+    too, and refused when it is read (`intake.read_submission`), with a report that says so and scores 0."""
     if not folder.is_dir():
         raise UsageError(f"{folder}: no such folder; expected a folder of submissions like {folder}/<learner>.py")
     files, forks, others = [], [], []
-    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+    for path in sorted(p for p in folder.iterdir() if p.is_symlink() or not p.is_dir()):
         if path.name.startswith("._"):
             forks.append(path.name)  # AppleDouble: the metadata macOS zips beside a file, never Python
         elif path.suffix.lower() == ".py":

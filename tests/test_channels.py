@@ -21,6 +21,7 @@ import pytest
 from conftest import PROBLEM, ROOT
 
 from grader.confine import seccomp
+from grader.confine.intake import read_submission
 from grader.confine.sandbox import MAX_SLOTS, SLOT_UID_BASE, Box, Level, Slot, remove_files_of
 from grader.confine.sandbox_init import ENVIRONMENT
 from grader.confine.session import WorkerProcess
@@ -297,7 +298,7 @@ def test_a_key_left_in_a_slot_uids_keyring_is_gone_when_the_slot_is_next_used(le
     shutil.copyfile(HOSTILE / "honest_zeros.py", submission)
     slot = Slot()
     try:
-        box = Box(submission, None, Limits(), level, slot)
+        box = Box(read_submission(submission), None, Limits(), level, slot)
         if not box.drops_uid:
             box.cleanup()
             pytest.skip("at this level the worker keeps the grading user's uid here")

@@ -59,7 +59,10 @@ ODD_NAMES = [
     os.fsdecode(b"lone \xed\xa0\x80 \xff\xfe bytes.py"),
 ]
 FORMULA_NAMES = [name for name in ODD_NAMES if name.startswith(("=", "+", "-", "@", "\t"))]
+# Entries that are no regular file, beside the copies: each must be refused with 0 points, none may hold the batch
+NOT_FILES = {"link_to_reference": ROOT / "reference" / PROBLEM / "reference.py", "fifo_never_written": None}
 FOLDERS = {**{stem: stem for stem in FILES}, **{name: submission_folder(name) for name in ODD_NAMES}}
+FOLDERS.update({stem: stem for stem in NOT_FILES})
 BUDGET_S, IMPORT_TIMEOUT_S, MEMORY_MB = 30, 15, 2048
 LIMITS = [
     "--call-timeout",
@@ -229,6 +232,11 @@ def hostile(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Hostile:
         shutil.copyfile(path, submissions / path.name)
     for name in ODD_NAMES:
         shutil.copyfile(HOSTILE / "honest_correct.py", os.path.join(os.fsencode(submissions), os.fsencode(name)))
+    for stem, target in NOT_FILES.items():
+        if target is None:
+            os.mkfifo(submissions / f"{stem}.py")  # never written: a grader that waits for a writer never ends
+        else:
+            (submissions / f"{stem}.py").symlink_to(target)
     with listening() as listeners:
         result = run_cli(
             "grade-all",
@@ -674,3 +682,11 @@ def test_reference_previews_never_call_a_curve_yours(plot_problem: Problem) -> N
     specs, _ = figure_specs(plot_problem.spec.plots, series, Path("/nowhere"), as_reference=True)
     labels = [line["label"] for spec in specs for line in spec["lines"]]
     assert labels and not any(label.lower().startswith("your") for label in labels)
+
+
+@pytest.mark.parametrize("stem", sorted(NOT_FILES))
+def test_a_link_or_a_fifo_is_refused_with_nothing_earned(hostile: Hostile, stem: str) -> None:
+    report = hostile.reports[stem]
+    assert report["status"] == Status.REFUSED and report["score"] == 0, report["message"]
+    assert report["message"].startswith("not graded: expected a regular file, not a")
+    assert all(c["verdict"] == Verdict.SKIPPED and c["score"] == 0 for c in checks_of(report).values())

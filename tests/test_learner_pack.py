@@ -341,6 +341,25 @@ def test_check_of_a_file_that_does_not_import_exits_5(
     assert "SyntaxError" in done.stdout
 
 
+def test_check_of_a_link_exits_7_with_a_refused_report(
+    packs: dict[str, Pack], learner_python: Path, tmp_path: Path
+) -> None:
+    root = _unzipped(packs[PROBLEMS[0]], tmp_path)
+    (tmp_path / "solution.py").symlink_to(root / "starter.py")  # the learner's own file, yet a link: not read
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERLEET_")} | {"COLUMNS": "160"}
+    done = subprocess.run(
+        [str(learner_python), "check", str(tmp_path / "solution.py"), "--report", str(tmp_path / "report.json")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == ExitCode.REFUSED, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "refused" and report["score"] == 0 and "not a symbolic link" in report["message"]
+
+
 def test_check_says_when_the_file_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_main([str(tmp_path / "nowhere.py")]) == ExitCode.USAGE
     assert "no such file" in capsys.readouterr().err

@@ -27,6 +27,7 @@ import torch
 from conftest import PROBLEM, ROOT
 
 from grader.confine import cgroups, sandbox, seccomp
+from grader.confine.intake import read_submission
 from grader.confine.sandbox import GRADER_PACKAGE, INIT_SCRIPT, Box, Level, Slot, masks, secrets
 from grader.confine.session import CappedStream, WorkerProcess, WorkerTimeout
 from grader.confine.zygote import Zygote
@@ -117,7 +118,7 @@ def inside(level: Level, site: Path, tmp_path: Path) -> dict[str, Any]:
         f"SECRET = '{PLANTED}/grader/secret.txt'\nVISIBLE = '{PLANTED}/visible.txt'\nMARKER = {MARKER!r}\n" + PROBE
     )
     slot = Slot()
-    box = PlantedBox(submission, None, Limits(), level, slot)
+    box = PlantedBox(read_submission(submission), None, Limits(), level, slot)
     worker = WorkerProcess(box, ["masked_is_weights"])
     try:
         hello = accept_frame(worker.receive(60))
@@ -409,7 +410,7 @@ def test_every_level_says_what_it_leaves_undefended(level: Level, tmp_path: Path
     submission = tmp_path / "s.py"
     submission.write_text("")
     slot = Slot()
-    box = Box(submission, None, Limits(), level, slot)
+    box = Box(read_submission(submission), None, Limits(), level, slot)
     try:
         isolation = box.isolation()
     finally:
@@ -782,7 +783,7 @@ def test_the_filter_refuses_every_listed_call(level: Level, forked: bool, tmp_pa
     submission.write_text(f"CALLS = {json.dumps(calls)!r}\n" + FILTER_PROBE)
     zygote = Zygote() if forked else None
     slot = Slot()
-    box = Box(submission, None, Limits(), level, slot)
+    box = Box(read_submission(submission), None, Limits(), level, slot)
     worker = WorkerProcess(box, ["masked_is_weights"], zygote)
     try:
         hello = accept_frame(worker.receive(120))
@@ -849,7 +850,7 @@ def test_a_kernel_without_seccomp_is_named_in_the_record(monkeypatch: pytest.Mon
     submission.write_text("")
     sandbox._syscall_filter.cache_clear()
     slot = Slot()
-    box = Box(submission, None, Limits(), "limits-only", slot)
+    box = Box(read_submission(submission), None, Limits(), "limits-only", slot)
     try:
         isolation = box.isolation()
     finally:

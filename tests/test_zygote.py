@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.confine.intake import read_submission
 from grader.confine.sandbox import Box, Slot, best_level
 from grader.confine.sandbox_init import ENVIRONMENT
 from grader.confine.session import WorkerProcess
@@ -38,7 +39,7 @@ def _run(tmp_path: Path, zygote: Zygote | None) -> tuple[dict, str]:
     source = tmp_path / "probe.py"
     source.write_text(PROBE)
     slot = Slot()
-    box = Box(source, None, Limits(), best_level(), slot)
+    box = Box(read_submission(source), None, Limits(), best_level(), slot)
     worker = WorkerProcess(box, ["masked_is_weights"], zygote)
     try:
         assert accept_frame(worker.receive(60))["op"] == Op.READY

@@ -1,5 +1,7 @@
 """The trusted side of confinement: starting a worker in its box and talking to it.
 
+- `intake`: the one reader of a submission: a regular file of its folder, read once without following a link,
+  whose bytes are hashed and go into the box; anything else is refused.
 - `sandbox`: the three isolation levels, what each binds and hides, and the one that is in force.
 - `sandbox_init`: the init run inside the box (by path, standard library only): drops privileges, installs
   the filter, runs the worker and ends every process it left.

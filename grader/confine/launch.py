@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.confine.intake import Submission
 from grader.confine.sandbox import Box, Level, Slot, best_level
 from grader.confine.session import WorkerProcess
 from grader.model.spec import Limits, ProblemSpec
@@ -34,7 +35,7 @@ def limits_from(args: argparse.Namespace, base: Limits) -> Limits:
 class Launched:
     """A worker already importing one submission, with the box and slot it runs in."""
 
-    submission: Path
+    submission: Submission
     limits: Limits
     level: Level
     slot: Slot
@@ -49,7 +50,7 @@ class Launched:
 
 
 def launch(
-    spec: ProblemSpec, experiment: Path | None, submission: Path, limits: Limits, level: Level | None = None
+    spec: ProblemSpec, experiment: Path | None, submission: Submission, limits: Limits, level: Level | None = None
 ) -> Launched:
     level = level or best_level()
     slot = Slot()

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from grader.confine import cgroups, seccomp
+from grader.confine.intake import Submission
 from grader.confine.sandbox_init import ENVIRONMENT, InitConfig, _libc
 from grader.model.spec import Limits
 from grader.outputs.report import Isolation
@@ -225,7 +226,7 @@ def _identity_files(uid: int) -> dict[str, str]:
 class Box:
     """The files one worker may see, prepared by the judge in a private temporary folder."""
 
-    submission: Path
+    submission: Submission  # read once (`intake.read_submission`); its bytes are what the worker imports
     experiment: Path | None
     limits: Limits
     level: Level
@@ -234,9 +235,11 @@ class Box:
     cgroup: cgroups.Cgroup | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        if self.submission.refusal:
+            raise ValueError(f"a refused submission reached the box: {self.submission.refusal}")
         runtime = self.home / "runtime"
         shutil.copytree(WORKER_SOURCE, runtime / "worker", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copyfile(self.submission, runtime / "submission.py")
+        (runtime / "submission.py").write_bytes(self.submission.data)  # the bytes hashed, never the name again
         if self.experiment is not None:
             shutil.copyfile(self.experiment, runtime / "experiment.py")
         for path in [runtime, *runtime.rglob("*")]:
@@ -356,7 +359,7 @@ class Box:
             binds = self.binds()
             init["box"] = str(self.home / "box")
             init["binds"] = binds
-            init["masks"] = masks(binds, secrets(self.submission))
+            init["masks"] = masks(binds, secrets(self.submission.path))
             init["files"] = _identity_files(inside)
         return init
 

@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grader.confine.intake import usage_problem
 from grader.judge.cases import Call
 from grader.judge.expectations import Expectations
 from grader.judge.grading import grade
@@ -106,7 +107,8 @@ Python 3.11 or later, with torch (the CPU build is enough), numpy, pydantic and 
 
 The sandbox is strongest on Linux. `python check --help` lists the exit codes: 0 when your file was graded,
 whatever its score; 4 for a usage error (no such file, a missing package); 5 when your file could not be
-imported; 3 when the pack itself failed, which is never your code's fault.
+imported; 7 when it is not a regular file (a symbolic link, a FIFO, a hard link: check a plain copy); 3 when the
+pack itself failed, which is never your code's fault.
 """
 
 # The exit codes a learner can meet, in their words.
@@ -115,6 +117,7 @@ CHECK_EXIT_CODES = {
     ExitCode.JUDGE_ERROR: "the pack itself failed; not a fault of your code",
     ExitCode.USAGE: "usage: no such file, a bad option, or a package missing (see README.md)",
     ExitCode.IMPORT_FAILED: "your file could not be imported (the table says why)",
+    ExitCode.REFUSED: "FILE is not a regular file (a symbolic link, a FIFO, a hard link): check a plain copy",
 }
 
 
@@ -436,6 +439,8 @@ def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
     report = graded.report
     if report.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in report.checks()):
         return ExitCode.JUDGE_ERROR
+    if report.status == Status.REFUSED:
+        return ExitCode.REFUSED
     if report.status in (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED):
         return ExitCode.IMPORT_FAILED
     return ExitCode.OK
@@ -462,8 +467,7 @@ def check_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
     parser.add_argument("--watch", action="store_true", help="grade FILE again each time it is saved, until Ctrl-C")
     args = parser.parse_args(argv)
-    if not args.file.is_file():
-        what = "is a folder" if args.file.is_dir() else "no such file"
+    if (what := usage_problem(args.file)) is not None:  # a link or a FIFO gets a report refusing it
         print(f"check: {args.file}: {what}; expected a Python file with your solution", file=sys.stderr)
         return int(ExitCode.USAGE)
     report = args.report or root / "reports" / f"{args.file.stem}.json"
@@ -471,8 +475,8 @@ def check_main(argv: list[str] | None = None) -> int:
         if args.watch:
             from grader.watch.pack import watch_check
 
-            return int(watch_check(root, args.file.resolve(), report))
-        return int(run_check(root, args.file.resolve(), report))
+            return int(watch_check(root, args.file.absolute(), report))  # absolute, not resolved: no link followed
+        return int(run_check(root, args.file.absolute(), report))
     except Exception as exc:  # a fault of the pack is never the learner's
         import traceback
 

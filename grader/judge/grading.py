@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import time
 from collections.abc import Callable, Iterable
@@ -13,6 +12,7 @@ from typing import Any
 import torch
 
 from grader import __version__
+from grader.confine.intake import Submission, read_submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
@@ -26,10 +26,6 @@ from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, Limits
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, Versions, reproduce_command, score_sum
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def import_failure_message(status: Status, hello: dict[str, Any], submission: Path, limits: Limits) -> str:
@@ -51,7 +47,7 @@ class Graded:
 
 def grade(
     problem: GradedProblem,
-    submission: Path,
+    submission: Path | Submission,
     seed: int,
     limits: Limits | None = None,
     expectations: ExpectedSide | None = None,
@@ -65,7 +61,14 @@ def grade(
     """Grade `submission` against `problem`; every process of the submission is gone when this returns.
 
     With a `zygote`, workers are forked from it rather than started afresh (a batch's way to skip `import torch`).
+    A path is read here, once (or taken from `launched`, which read it); a file `intake` refuses starts no worker
+    and scores nothing, its report saying what was expected.
     """
+    submission = _intake(submission, launched)
+    if submission.refusal:
+        if launched is not None:
+            launched.discard()
+        return Graded(_refused(problem, submission, seed, command), None)
     limits = limits or problem.spec.limits
     if expectations is None:
         if not isinstance(problem, Problem):
@@ -84,7 +87,7 @@ def grade(
     try:
         status = supervisor.start()
         if status != Status.GRADED:
-            why = import_failure_message(status, supervisor.hello, submission, limits)
+            why = import_failure_message(status, supervisor.hello, submission.path, limits)
             results = [_skipped(c, why) for c in problem.spec.checks]
         else:
             why = ""
@@ -104,6 +107,35 @@ def grade(
     report.diagnosis = [_diagnosis_entry(f) for f in findings]
     report.follow_through = follow
     return Graded(report, context.learner_series() if context.experiment_ran else None)
+
+
+def _intake(submission: Path | Submission, launched: Launched | None) -> Submission:
+    """The submission's bytes: as given, as the early launch read them for the same path, or read now."""
+    if isinstance(submission, Submission):
+        return submission
+    if launched is not None and launched.submission.path == submission:
+        return launched.submission
+    return read_submission(submission)
+
+
+def _refused(problem: GradedProblem, submission: Submission, seed: int, command: str) -> Report:
+    """The report of a file that is not graded: every check skipped for the one reason, no score."""
+    results = [_skipped(check, submission.refusal) for check in problem.spec.checks]
+    return Report(
+        problem=problem.id,
+        submission=submission.name,
+        submission_sha256=submission.sha256,
+        status=Status.REFUSED,
+        score=0.0,
+        max_score=problem.spec.max_score,
+        tiers=_tiers(problem, results),
+        artifacts=[],
+        seed=seed,
+        versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
+        problem_hash=problem.content_hash,
+        command=command or reproduce_command(problem.id, submission.path, seed),
+        message=submission.refusal,
+    )
 
 
 def _judge(
@@ -216,17 +248,7 @@ def _skipped(check: CheckSpec, why: str) -> CheckResult:
     )
 
 
-def _assemble(
-    problem: GradedProblem,
-    submission: Path,
-    seed: int,
-    status: Status,
-    results: list[CheckResult],
-    supervisor: WorkerSupervisor,
-    message: str,
-    duration: float,
-    command: str,
-) -> Report:
+def _tiers(problem: GradedProblem, results: list[CheckResult]) -> list[TierResult]:
     by_id = {r.id: r for r in results}
     tiers = []
     for tier in problem.spec.tiers:
@@ -240,10 +262,25 @@ def _assemble(
                 checks=checks,
             )
         )
+    return tiers
+
+
+def _assemble(
+    problem: GradedProblem,
+    submission: Submission,
+    seed: int,
+    status: Status,
+    results: list[CheckResult],
+    supervisor: WorkerSupervisor,
+    message: str,
+    duration: float,
+    command: str,
+) -> Report:
+    tiers = _tiers(problem, results)
     return Report(
         problem=problem.id,
         submission=submission.name,
-        submission_sha256=_sha256(submission),
+        submission_sha256=submission.sha256,
         status=status,
         score=score_sum(t.score for t in tiers),
         max_score=problem.spec.max_score,
@@ -252,7 +289,7 @@ def _assemble(
         seed=seed,
         versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
         problem_hash=problem.content_hash,
-        command=command or reproduce_command(problem.id, submission, seed),
+        command=command or reproduce_command(problem.id, submission.path, seed),
         isolation=supervisor.box.isolation(),
         stdout="".join(supervisor.stdout),
         stderr="".join(supervisor.stderr),

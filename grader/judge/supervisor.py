@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+from grader.confine.intake import Submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Box, Level, Slot
 from grader.confine.session import WorkerCrashed, WorkerProcess, WorkerTimeout
@@ -33,7 +33,7 @@ class WorkerSupervisor:
     def __init__(
         self,
         functions: list[str],
-        submission: Path,
+        submission: Submission,
         limits: Limits,
         level: Level,
         launched: Launched | None = None,

@@ -22,6 +22,7 @@ class Status(enum.StrEnum):
     IMPORT_CRASHED = "import_crashed"
     BUDGET_EXCEEDED = "budget_exceeded"
     JUDGE_ERROR = "judge_error"
+    REFUSED = "refused"  # not a regular file of its own inside its folder (a link, a FIFO...): never run, 0 points
 
 
 class ExitCode(enum.IntEnum):
@@ -31,3 +32,4 @@ class ExitCode(enum.IntEnum):
     USAGE = 4  # bad command line, unknown problem, unreadable file
     IMPORT_FAILED = 5  # `grade`: the submission could not be imported (import_error, import_timeout, import_crashed)
     BELOW_FAIL_UNDER = 6  # `--fail-under SCORE`: a submission scored below SCORE
+    REFUSED = 7  # `grade`: the file named is not a regular file (a link, a FIFO...); its report says so, 0 points

@@ -7,7 +7,6 @@ learners read a generic sentence, since the exception's text may quote a hidden 
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import sys
 import traceback
@@ -16,6 +15,7 @@ from pathlib import Path
 import torch
 
 from grader import __version__
+from grader.confine.intake import read_submission
 from grader.model.problem import Problem
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.report import CheckResult, Report, TierResult, Versions
@@ -34,13 +34,6 @@ def failure_summary(exc: BaseException, frames: int = 3) -> str:
     ]
     text = f"{type(exc).__name__}: {exc}"
     return clean_line(f"{text} (at {'; '.join(where)})" if where else text, 1024)
-
-
-def _sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""  # the file went away or cannot be read: the report still names it
 
 
 def judge_error_report(problem: Problem, submission: Path, seed: int, exc: BaseException, command: str) -> Report:
@@ -73,7 +66,7 @@ def judge_error_report(problem: Problem, submission: Path, seed: int, exc: BaseE
     return Report(
         problem=problem.id,
         submission=submission.name,
-        submission_sha256=_sha256(submission),
+        submission_sha256=read_submission(submission).sha256,  # empty for a file that is refused or gone
         status=Status.JUDGE_ERROR,
         score=0.0,
         max_score=problem.spec.max_score,

@@ -3,17 +3,17 @@
 The loop knows nothing of how a file is graded: `watch` (the grader's, `grader.watch.warm`) and the learner pack's
 `check --watch` (`grader.watch.pack`) hand it a `Judge` that grades a snapshot of the file, shows its verdicts
 once the loop says they may be published, then writes its outputs. A save is noticed by polling the file's
-modification time, size and content hash; its grade starts at once, on a private copy of the bytes seen, and is
-published only once the file has stayed unchanged for the debounce time and still holds those bytes, so an
-editor's half-written file is never reported as the file's grade unless it stays that way. SIGINT and SIGTERM
+type, modification time, size and content hash, never following a link; its grade starts at once, on the bytes
+seen (read once by `intake.read_submission`, or its refusal of a link or a FIFO), and is published only once the
+file has stayed unchanged for the debounce time and still reads the same, so an editor's half-written file is
+never reported as the file's grade unless it stays that way. SIGINT and SIGTERM
 end the loop with exit code 0, after the judge's `close` has ended every process it started.
 """
 
 from __future__ import annotations
 
-import hashlib
 import signal
-import tempfile
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,12 +27,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.confine.intake import Submission, read_submission
 from grader.model.verdicts import ExitCode, Verdict
 from grader.outputs.report import Report
 from grader.outputs.terminal import STYLE, fit_message, full_messages
 from grader.text import clean_line
 
-POLL_S = 0.04  # how often the file is looked at: a stat and, for a file of sane size, a hash of its bytes
+POLL_S = 0.04  # how often the file is looked at: an lstat and, for a regular file of sane size, a hash of its bytes
 DEBOUNCE_S = 0.2  # how long a save must stay unchanged before its grade is published
 HASHED_BYTES = 1 << 22  # a larger file is compared by modification time and size alone
 MESSAGE_CHARS = 160  # a check's message in the watch table: one line; a longer one is printed whole below it
@@ -44,47 +45,44 @@ class Stopped(BaseException):
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What a save changes: the file's modification time, size and (for a file of sane size) content hash."""
+    """What a save changes: the file's type, modification time, size and (for a regular file of sane size)
+    content hash, all of the name itself: a link is looked at, never followed, and a FIFO never read."""
 
     mtime_ns: int
     size: int
     digest: str
+    mode: int = stat.S_IFREG
 
 
 def fingerprint(path: Path) -> Fingerprint | None:
     """The file's fingerprint now; None while it is missing or unreadable (an editor replacing it)."""
     try:
-        info = path.stat()
-        digest = hashlib.sha256(path.read_bytes()).hexdigest() if info.st_size <= HASHED_BYTES else ""
+        info = path.lstat()
     except OSError:
         return None
-    return Fingerprint(info.st_mtime_ns, info.st_size, digest)
+    regular = stat.S_ISREG(info.st_mode) and info.st_size <= HASHED_BYTES
+    digest = read_submission(path).sha256 if regular else ""
+    return Fingerprint(info.st_mtime_ns, info.st_size, digest, stat.S_IFMT(info.st_mode))
 
 
 @dataclass
 class Snapshot:
-    """A private copy of the file's bytes as they were when a save was noticed, under the file's own name."""
+    """The file as it was when a save was noticed: its bytes, read once, or why it is refused."""
 
     source: Path
     seen: Fingerprint
     noticed: float  # time.monotonic() when this version was first seen
-    path: Path = field(init=False)
+    submission: Submission = field(init=False)
 
     def __post_init__(self) -> None:
-        folder = Path(tempfile.mkdtemp(prefix="paperleet-watch-"))
-        self.path = folder / self.source.name
-        self.path.write_bytes(self.source.read_bytes())
+        self.submission = read_submission(self.source)
 
     def matches(self) -> bool:
-        """Whether the file still holds the bytes graded, so its grade is the file's grade."""
-        try:
-            return self.source.read_bytes() == self.path.read_bytes()
-        except OSError:
-            return False
+        """Whether the file still reads as it did, so its grade is the file's grade."""
+        return read_submission(self.source) == self.submission
 
     def discard(self) -> None:
-        self.path.unlink(missing_ok=True)
-        self.path.parent.rmdir()
+        """Nothing lies on disk: the bytes are held in memory."""
 
 
 class SaveWatcher:
@@ -100,10 +98,7 @@ class SaveWatcher:
         while True:
             seen = fingerprint(self.path)
             if seen is not None and seen != self.graded:
-                try:
-                    return Snapshot(self.path, seen, time.monotonic())
-                except OSError:
-                    pass  # gone between the look and the copy: the next look tells
+                return Snapshot(self.path, seen, time.monotonic())  # gone since the look: refused, then looked at again
             elif seen is None and not missing_said:
                 print(f"{clean_line(self.path, 1024)} is missing; waiting for it to be saved again", flush=True)
                 missing_said = True

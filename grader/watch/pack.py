@@ -37,7 +37,7 @@ class PackJudge:
         assert self.problem is not None and self.cases is not None
         graded = grade(
             self.problem,
-            snapshot.path,
+            snapshot.submission,
             self.cases.seed,
             self.problem.spec.limits,
             expectations=self.cases,

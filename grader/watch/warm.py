@@ -19,6 +19,7 @@ from typing import cast
 import torch
 
 from grader.commands import PlotInputs, UsageError, plot_inputs, single_out, start_plot_server, write_outputs
+from grader.confine.intake import usage_problem
 from grader.confine.launch import limits_from
 from grader.confine.zygote import Zygote
 from grader.judge.expectations import Expectations
@@ -150,7 +151,7 @@ class WarmJudge:
         try:
             graded = grade(
                 self.problem,
-                snapshot.path,
+                snapshot.submission,
                 self.seed,
                 self.limits,
                 expectations=self.expectations,
@@ -170,7 +171,7 @@ class WarmJudge:
                 self._drawn = DrawnPlots(graded.series, report.artifacts, job.notes() if job is not None else "")
         except Exception as exc:  # contained to this grade, as grade-all contains it to one file
             tell_instructor(self.file, exc)
-            report = judge_error_report(self.problem, snapshot.path, self.seed, exc, self.command)
+            report = judge_error_report(self.problem, self.file, self.seed, exc, self.command)
             write_report(report, self.out / "report.json")
             if target and target[0] is job:
                 job_used, self._drawn = True, None
@@ -207,10 +208,11 @@ class WarmJudge:
 
 def cmd_watch(args: argparse.Namespace) -> ExitCode:
     problem = Problem(args.problem)
-    if args.file.is_dir():
+    wrong = usage_problem(args.file)  # a link or a FIFO is watched: each grade refuses it
+    if wrong == "is a folder":
         raise UsageError(f"{args.file} is a folder; expected a Python file with your solution")
-    if not args.file.is_file():
-        raise UsageError(f"{args.file}: no such file; expected a Python file with your solution")
+    if wrong is not None:
+        raise UsageError(f"{args.file}: {wrong}; expected a Python file with your solution")
     debounce = DEBOUNCE_S if args.debounce is None else args.debounce
     if not 0 <= debounce <= 60:  # NaN too
         raise UsageError(f"--debounce {args.debounce}: expected seconds from 0 to 60")

@@ -70,7 +70,7 @@ td pre { border: 0; background: none; padding: 0; max-height: 220px; }
 .v-pass, .s-graded { background: var(--pass); } .v-fail, .v-error { background: var(--fail); }
 .v-timeout, .v-crashed { background: var(--warn); } .v-skipped { background: #8c959f; }
 .v-judge_error, .s-judge_error { background: #8250df; }
-.s-import_error, .s-import_timeout, .s-import_crashed, .s-budget_exceeded { background: var(--fail); }
+.s-import_error, .s-import_timeout, .s-import_crashed, .s-budget_exceeded, .s-refused { background: var(--fail); }
 .tag { font-size: 11px; color: var(--muted); border: 1px solid var(--line); border-radius: 4px; padding: 0 4px; }
 .alert { border: 1px solid var(--fail); background: #ffebe9; border-radius: 6px; padding: 8px 12px; }
 .meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; }

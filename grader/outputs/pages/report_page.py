@@ -62,6 +62,8 @@ def _header(report: Report) -> Markup:
 
 def _message_label(report: Report) -> str:
     # a graded report's message only notes what is missing beside the grade (a plot that could not be drawn)
+    if report.status == Status.REFUSED:
+        return "Not graded. "
     return "Note. " if report.status == Status.GRADED else "Grading stopped early. "
 
 
@@ -95,6 +97,8 @@ def _summary(report: Report) -> Markup:
     lost = [(tier.tier, c) for tier in report.tiers for c in tier.checks if c.verdict != Verdict.PASS]
     if report.status in (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED):
         items = [el("li", "No check ran, because the file could not be imported (see the message above).")]
+    elif report.status == Status.REFUSED:
+        items = [el("li", "No check ran, because the file is not one the grader reads (see the message above).")]
     elif not lost:
         items = [el("li", "Every check passed.")]
     else:
