@@ -22,6 +22,7 @@ from rich.text import Text
 
 from grader.model.spec import TIERS
 from grader.model.verdicts import Verdict
+from grader.outputs.learner_view import learner_message
 from grader.outputs.report import Report
 from grader.text import LINE_CHARS, clean_line
 
@@ -90,7 +91,9 @@ def print_report(report: Report, path: Path) -> None:
         table.add_column(column, overflow="fold", max_width=70 if column == "message" else None)
     for tier in report.tiers:
         for check in tier.checks:
-            message = _learner("" if check.verdict == Verdict.PASS else check.message, TERMINAL_MESSAGE_CHARS)
+            # what a learner may read: report.json keeps the evidence of hidden cases and grading-seed series
+            shown = "" if check.verdict == Verdict.PASS else learner_message(check)
+            message = _learner(shown, TERMINAL_MESSAGE_CHARS)
             table.add_row(
                 tier.tier,
                 check.id,
