@@ -225,9 +225,7 @@ def test_learner_plots_draw_nothing_of_the_grading_seed_reference() -> None:
     shared = {x for value in public.values() for x in value.tolist()} | {
         x for name in xs for x in reference[name].tolist()
     }
-    secret = {
-        repr(x) for name, value in reference.items() if name not in xs for x in value.tolist() if x not in shared
-    }
+    secret = {repr(x) for name, value in reference.items() if name not in xs for x in value.tolist() if x not in shared}
     secret = {text for text in secret if len(text) >= 6}
     assert len(secret) > 20
     leaked = sorted(text for text in secret if re.search(rf"(?<![\d.]){re.escape(text)}(?!\d)", drawn))

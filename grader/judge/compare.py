@@ -121,7 +121,9 @@ def compare_series(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
     if mismatch is None or mismatch is DIFFERS:
         return mismatch
     if got.shape != want.shape or got.numel() > MAX_ELEMENTS:
-        return Mismatch(mismatch.message, f"{name}: your series has {got.numel()} points, the reference's another number")
+        return Mismatch(
+            mismatch.message, f"{name}: your series has {got.numel()} points, the reference's another number"
+        )
     g, w, same = _agreement(got, want, tol)
     bad = int((~same).reshape(-1).nonzero()[0])
     mine, theirs = g.reshape(-1)[bad], w.reshape(-1)[bad]
@@ -134,7 +136,9 @@ def compare_series(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
         side = f"{'above' if bool(mine > theirs) else 'below'} the reference's {band}"
     bound = "bitwise" if tol is None else f"rtol {tol.rtol:g}, atol {tol.atol:g}"
     count = int((~same).sum())
-    return Mismatch(mismatch.message, f"{name}{_index(bad, got.shape)}: {side}; {count} of {got.numel()} points differ ({bound})")
+    return Mismatch(
+        mismatch.message, f"{name}{_index(bad, got.shape)}: {side}; {count} of {got.numel()} points differ ({bound})"
+    )
 
 
 def describe_kind(obs: dict[str, Any]) -> str:

@@ -197,8 +197,18 @@ def _figure_pair(figure: Figure) -> Markup:
             el("h3", figure.title),
             el(
                 "div",
-                _image(figure.learner, "your functions, at this grade's seed", f"{figure.title}: your functions", LEARNER_MISSING),
-                _image(figure.reference, "reference preview, public seed", f"{figure.title}: reference preview", REFERENCE_MISSING),
+                _image(
+                    figure.learner,
+                    "your functions, at this grade's seed",
+                    f"{figure.title}: your functions",
+                    LEARNER_MISSING,
+                ),
+                _image(
+                    figure.reference,
+                    "reference preview, public seed",
+                    f"{figure.title}: reference preview",
+                    REFERENCE_MISSING,
+                ),
                 class_="pair",
                 data_plot=figure.file,
             ),
