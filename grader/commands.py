@@ -46,11 +46,13 @@ def artifacts_dir() -> Path:
 
 @dataclass(frozen=True)
 class PlotInputs:
-    """What a learner's plots are drawn against: the reference's series for the grading seed (overlaid) and for
-    the public seed (the preview drawn beside each plot with the same limits)."""
+    """What a learner's plots are drawn against: the reference's series for the grade's seed (which points miss,
+    never drawn) and for the public seed (overlaid, and the preview drawn beside each plot with the same limits);
+    `note` says which seed the learner's curves come from."""
 
     reference: dict[str, torch.Tensor] | None = None
     preview: dict[str, torch.Tensor] | None = None
+    note: str = "drawn from your functions"
 
 
 def plot_inputs(problem: Problem, expectations: Expectations) -> PlotInputs:
@@ -60,7 +62,8 @@ def plot_inputs(problem: Problem, expectations: Expectations) -> PlotInputs:
     public = Expectations(problem, problem.spec.public_seed)
     preview = public.series()
     public.persist()  # the next grade reads the public seed's series rather than running the toy again
-    return PlotInputs(expectations.series(), preview)
+    seed = "public" if expectations.seed == problem.spec.public_seed else "grading"
+    return PlotInputs(expectations.series(), preview, f"drawn from your functions at the {seed} seed")
 
 
 def start_plots(
@@ -75,7 +78,7 @@ def start_plots(
     return PlotJob(
         problem.spec.plots,
         out_dir,
-        note="drawn from your functions",
+        note=inputs.note,
         reference=inputs.reference,
         preview=inputs.preview,
         tolerances=series_tolerances(problem.spec.checks),

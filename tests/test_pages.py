@@ -88,6 +88,7 @@ def check(check_id: str, verdict: str, message: str, score: float = 0.0) -> dict
         "score": score,
         "max_score": 2.0,
         "message": message,
+        "learner_message": message,  # a visible case: the learner reads the instructor's sentence
         "duration_s": 0.01,
         "cases_passed": 0,
         "cases_total": 3,
@@ -163,6 +164,16 @@ def assert_safe(source: str, scripts: int) -> Page:
 def test_report_page_escapes_learner_text() -> None:
     page = assert_safe(render_report_page(make_report(), []), scripts=0)
     assert page.body_text.count(PAYLOAD) == 5  # two check messages, stdout, stderr, the report message
+
+
+def test_report_page_shows_the_learner_sentence_of_hidden_evidence() -> None:
+    """A hidden case's or a grading seed's evidence stays in report.json: the page shows what a learner reads."""
+    report = make_report(text="x")
+    sweep = report.tiers[1].checks[0]
+    sweep.message = "First failure, case 'sweep': sweep[8]: expected 0.390625, got 1"
+    sweep.learner_message = "First failure, case 'sweep': sweep[8]: above the reference's value"
+    text = Page(render_report_page(report, [])).body_text
+    assert "above the reference's value" in text and "0.390625" not in text
 
 
 def test_dashboard_escapes_learner_text_and_file_names() -> None:

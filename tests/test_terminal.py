@@ -23,7 +23,14 @@ LONG = (
 
 def _report(message: str) -> Report:
     check = CheckResult(
-        id="bf16_upcast", title="t", verdict=Verdict.FAIL, score=0.8, max_score=2, message=message, duration_s=0
+        id="bf16_upcast",
+        title="t",
+        verdict=Verdict.FAIL,
+        score=0.8,
+        max_score=2,
+        message=message,
+        learner_message=message,
+        duration_s=0,
     )
     tier = TierResult(tier="T2", title="Edges", score=0.8, max_score=2, checks=[check])
     return Report(

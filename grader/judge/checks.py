@@ -10,7 +10,15 @@ from typing import Any, Protocol
 import torch
 
 from grader.judge.cases import Call
-from grader.judge.compare import Mismatch, Outcome, compare_tensors, input_context, judge_case, same_as
+from grader.judge.compare import (
+    Mismatch,
+    Outcome,
+    compare_series,
+    compare_tensors,
+    input_context,
+    judge_case,
+    same_as,
+)
 from grader.judge.diagnosis import Misconception, follow_through
 from grader.judge.experiment import CallFailed, PartResult
 from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
@@ -54,6 +62,7 @@ class Context(Protocol):
     def experiment(self) -> list[PartResult]: ...
     def reference_series(self) -> dict[str, torch.Tensor]: ...
     def series_part(self, series: str) -> str: ...
+    def series_hidden(self) -> bool: ...
     def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]: ...
     def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]: ...
 
@@ -300,6 +309,7 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
         if part.failure is not None:
             failures[part.name] = part.failure
     want = ctx.reference_series()
+    hidden = ctx.series_hidden()  # a grading seed's reference series are the answer: no learner reads them
     tol = None if check.exact else Tolerance(rtol=check.rtol, atol=check.atol)
     outcomes = []
     for name in check.series:
@@ -314,10 +324,10 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
             # a misreading whose own toy cannot make this series either explains its absence
             explained = tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
         else:
-            mismatch = compare_tensors(name, value, want[name], tol)
+            mismatch = compare_series(name, value, want[name], tol)
             outcome = Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)
             explained = () if mismatch is None else _series_explained(ctx, name, value, tol)
-        outcomes.append(CaseOutcome(name, False, outcome, explained_by=explained))
+        outcomes.append(CaseOutcome(name, hidden, outcome, explained_by=explained))
     return Tally(outcomes)
 
 

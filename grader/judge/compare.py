@@ -54,6 +54,23 @@ def _fmt(x: float) -> str:
 DIFFERS = Mismatch.of("values differ")
 
 
+def _agreement(
+    got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Both sides in a common dtype and where they agree, elementwise; the shapes are equal."""
+    g = got.detach().to(torch.float64) if got.is_floating_point() or want.is_floating_point() else got.detach()
+    w = want.detach().to(g.dtype)
+    both_nan = torch.isnan(g) & torch.isnan(w) if g.is_floating_point() else torch.zeros_like(g, dtype=torch.bool)
+    if tol is None:
+        same = (g == w) | both_nan
+        if g.is_floating_point():  # bitwise: 0.0 and -0.0 count as equal, as torch.equal does
+            same &= ~(torch.isnan(g) ^ torch.isnan(w))
+    else:
+        finite_close = torch.isclose(g, w, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+        same = finite_close | both_nan
+    return g, w, same
+
+
 def compare_tensors(
     name: str,
     got: torch.Tensor,
@@ -72,16 +89,7 @@ def compare_tensors(
     if got.numel() > MAX_ELEMENTS:
         text = f"{name}: {got.numel()} elements is too large to compare"
         return Mismatch(text, f"{name}: too many elements to compare")
-    g = got.detach().to(torch.float64) if got.is_floating_point() or want.is_floating_point() else got.detach()
-    w = want.detach().to(g.dtype)
-    both_nan = torch.isnan(g) & torch.isnan(w) if g.is_floating_point() else torch.zeros_like(g, dtype=torch.bool)
-    if tol is None:
-        same = (g == w) | both_nan
-        if g.is_floating_point():  # bitwise: 0.0 and -0.0 count as equal, as torch.equal does
-            same &= ~(torch.isnan(g) ^ torch.isnan(w))
-    else:
-        finite_close = torch.isclose(g, w, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
-        same = finite_close | both_nan
+    g, w, same = _agreement(got, want, tol)
     if bool(same.all()):
         return None
     if not evidence:
@@ -100,6 +108,37 @@ def compare_tensors(
     # element counts would reveal a hidden case's shape and the tolerance its dtype: the hidden-safe sentence
     # says only whether the comparison was bitwise
     return Mismatch(text, f"{name}: values differ from the expected ones{' (bitwise)' if tol is None else ''}")
+
+
+def compare_series(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None) -> Mismatch | None:
+    """A toy series against the reference's for the same seed, with `compare_tensors`'s evidence for instructors.
+
+    At a grading seed the reference's series is the answer itself: a learner who read its values could send them
+    back. The learner's sentence therefore says which point is the first outside the tolerance and on which side
+    of the reference's band the learner's value lies, how many points differ (the length of a series is the
+    toy's, which is public) and the tolerance, and never a value of the reference, its error or its sign."""
+    mismatch = compare_tensors(name, got, want, tol)
+    if mismatch is None or mismatch is DIFFERS:
+        return mismatch
+    if got.shape != want.shape or got.numel() > MAX_ELEMENTS:
+        return Mismatch(
+            mismatch.message, f"{name}: your series has {got.numel()} points, the reference's another number"
+        )
+    g, w, same = _agreement(got, want, tol)
+    bad = int((~same).reshape(-1).nonzero()[0])
+    mine, theirs = g.reshape(-1)[bad], w.reshape(-1)[bad]
+    if bool(torch.isnan(mine)) or bool(torch.isinf(mine)):
+        side = f"your value is {float(mine)}"  # the learner's own value; the reference's stays unsaid
+    elif not bool(torch.isfinite(theirs)):
+        side = "differs from the reference's value"  # a side would tell which infinity, or that it is NaN
+    else:
+        band = "value" if tol is None else "band"  # the band: the reference's value widened by the tolerance
+        side = f"{'above' if bool(mine > theirs) else 'below'} the reference's {band}"
+    bound = "bitwise" if tol is None else f"rtol {tol.rtol:g}, atol {tol.atol:g}"
+    count = int((~same).sum())
+    return Mismatch(
+        mismatch.message, f"{name}{_index(bad, got.shape)}: {side}; {count} of {got.numel()} points differ ({bound})"
+    )
 
 
 def describe_kind(obs: dict[str, Any]) -> str:

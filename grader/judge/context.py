@@ -104,6 +104,10 @@ class CheckContext:
     def series_part(self, series: str) -> str:
         return self.expect.series_parts().get(series, "")
 
+    def series_hidden(self) -> bool:
+        """Whether the toy runs at a seed other than the public one, whose reference series the previews show."""
+        return self.expect.seed != self.problem.spec.public_seed
+
     def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]:
         assert check.cases is not None
         return self.expect.misconception_observations(check.cases, index)

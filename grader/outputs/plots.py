@@ -1,8 +1,10 @@
 """A problem's declared T3 plots: series made bounded and plain here, drawn by `grader.outputs.figures` in a process of
 its own with a time and memory limit. A plot that cannot be drawn is a missing plot with a reason, never an error.
 
-A learner's plot shows the learner's lines over the reference's for the same seed (faint), with every point
-that leaves the checks' tolerance marked; beside it the reference preview is drawn with the same y-limits.
+A learner's plot shows the learner's lines, at the seed they were graded with, over the reference's at the public
+seed (faint, the preview's series), with every point that leaves the checks' tolerance marked; beside it the
+reference preview is drawn with the same limits. The reference's series at a grading seed is the answer itself: it
+decides which points are marked and nothing else, neither a drawn line nor an axis limit nor a mark's place.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ MAX_MARKS = 512  # marked points per figure
 PLOT_TIMEOUT_S = 20.0  # wall time for all of one job's figures, from the moment its series arrive
 LIMITS = {"address_space_bytes": 1 << 30, "cpu_s": 30, "file_bytes": 32 << 20}
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
-REFERENCE_LABEL = "reference, same inputs (faint)"
+REFERENCE_LABEL = "reference, public seed (faint)"
 PLOTTABLE_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
@@ -180,12 +182,19 @@ def _line_specs(plot: PlotSpec, panel: _Panel, spec: dict[str, Any], reference: 
 
 
 def _learner_spec(
-    spec: dict[str, Any], plot: PlotSpec, mine: _Panel, ref: _Panel | None, tolerances: Mapping[str, Tolerance]
+    spec: dict[str, Any],
+    plot: PlotSpec,
+    mine: _Panel,
+    ref: _Panel | None,
+    shown: _Panel | None,
+    tolerances: Mapping[str, Tolerance],
 ) -> dict[str, Any]:
+    """`ref` (the reference at the learner's seed) only decides which points are marked; `shown` (the public
+    seed's) is the faint overlay."""
     (xlo, xhi), (lo, hi) = spec["xlim"], spec["ylim"]
     spec["lines"] = _line_specs(plot, mine, spec, reference=False)
     spec["reference"] = (
-        [] if ref is None else [{"x": _pulled_in(ref.x, xlo, xhi), "y": _pulled_in(y, lo, hi)} for y in ref.lines]
+        [] if shown is None else [{"x": _pulled_in(shown.x, xlo, xhi), "y": _pulled_in(y, lo, hi)} for y in shown.lines]
     )
     x = mine.x.clamp(xlo, xhi)
     misses = torch.zeros_like(x, dtype=torch.bool)
@@ -195,7 +204,7 @@ def _learner_spec(
         if tol is None or want is None or want.shape != y.shape:
             continue
         bad = _outside(y, want, tol) & ~misses
-        at[bad] = torch.where(y[bad].isnan(), want[bad], y[bad]).clamp(lo, hi)  # NaN: marked on the reference
+        at[bad] = y[bad].nan_to_num(nan=lo).clamp(lo, hi)  # NaN: marked on the lower edge, never on the reference
         misses |= bad
     spec["marks"] = {**_points(x, at, misses), "label": "outside the checks' tolerance"}
     above = torch.zeros_like(misses)
@@ -222,9 +231,10 @@ def figure_specs(
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """What `grader.outputs.figures` draws for these series, and why any plot cannot be drawn.
 
-    With `reference`, each learner plot overlays it and marks the points outside `tolerances`; with `preview`,
-    the reference preview is drawn beside it (`preview_file`) with the same limits. `as_reference` draws
-    `series` as a preview itself: curves labelled "your ..." are the reference's there.
+    `reference` is the reference's series at the seed of `series`: each learner plot marks the points outside
+    `tolerances` from it, and draws nothing of it. `preview` (the public seed's) is overlaid faintly, sets the
+    limits with the learner's own values and is drawn beside (`preview_file`) with the same limits. `as_reference`
+    draws `series` as a preview itself: curves labelled "your ..." are the reference's there.
     """
     specs: list[dict[str, Any]] = []
     failures: dict[str, str] = {}
@@ -236,14 +246,14 @@ def figure_specs(
                 failures[plot.file] = str(why)  # a plot with no series at all: the T3 checks say why
             continue
         ref, shown = _optional_panel(plot, reference), _optional_panel(plot, preview)
-        anchors = [panel for panel in (ref, shown) if panel is not None]
+        anchors = [shown] if shown is not None else []
         xlim = axis_limits([mine.x], [panel.x for panel in anchors])
         ylim = axis_limits(mine.lines, [y for panel in anchors for y in panel.lines])
         spec = _base_spec(plot, out_dir, plot.file, note, xlim, ylim)
         if as_reference:
             specs.append({**spec, "lines": _line_specs(plot, mine, spec, reference=True)})
             continue
-        specs.append(_learner_spec(spec, plot, mine, ref, tolerances or {}))
+        specs.append(_learner_spec(spec, plot, mine, ref, shown, tolerances or {}))
         if shown is not None:
             beside = _base_spec(plot, out_dir, preview_file(plot.file), "reference preview (public seed)", xlim, ylim)
             specs.append({**beside, "lines": _line_specs(plot, shown, beside, reference=True)})

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from grader.model.spec import TIERS
 from grader.model.verdicts import Verdict
+from grader.outputs.learner_view import learner_message
 from grader.outputs.report import Report
 from grader.text import LINE_CHARS, MESSAGE_CHARS, clean_line
 
@@ -128,10 +129,13 @@ def print_report(report: Report, path: Path) -> None:
     said_below = {
         c.id for c in report.checks() if c.verdict == Verdict.SKIPPED and report.message and c.message == report.message
     }
-    failing = [(c.id, c.message) for c in report.checks() if c.verdict != Verdict.PASS and c.id not in said_below]
+    failing = [
+        (c.id, learner_message(c)) for c in report.checks() if c.verdict != Verdict.PASS and c.id not in said_below
+    ]
     for tier in report.tiers:
         for check in tier.checks:
-            message = "" if check.verdict == Verdict.PASS else fit_message(check.message)
+            # what a learner may read: report.json keeps the evidence of hidden cases and grading-seed series
+            message = "" if check.verdict == Verdict.PASS else fit_message(learner_message(check))
             message = "not run: see below" if check.id in said_below else message
             table.add_row(
                 tier.tier,

@@ -29,6 +29,7 @@ from rich.text import Text
 
 from grader.confine.intake import Submission, read_submission
 from grader.model.verdicts import ExitCode, Verdict
+from grader.outputs.learner_view import learner_message
 from grader.outputs.report import Report
 from grader.outputs.terminal import STYLE, fit_message, full_messages
 from grader.text import clean_line
@@ -142,7 +143,8 @@ class Outcome:
 
 def rows_of(report: Report) -> list[Row]:
     return [
-        Row(tier.tier, check.id, Verdict(check.verdict), check.score, check.max_score, check.message)
+        # the learner's sentence: report.json keeps the evidence of hidden cases and grading-seed series
+        Row(tier.tier, check.id, Verdict(check.verdict), check.score, check.max_score, learner_message(check))
         for tier in report.tiers
         for check in tier.checks
     ]

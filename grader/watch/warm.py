@@ -111,7 +111,7 @@ class WarmJudge:
         return PlotJob(
             self.problem.spec.plots,
             self.out,
-            note="drawn from your functions",
+            note=self.inputs.note,
             reference=self.inputs.reference,
             preview=self.inputs.preview,
             tolerances=series_tolerances(self.problem.spec.checks),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from grader.model.problem import Problem
 from grader.model.verdicts import Status, Verdict
+from grader.outputs.learner_view import learner_message
 from grader.outputs.pages.markup import Markup, el, join, page, png_data_uri
 from grader.outputs.pages.previews import reference_previews
 from grader.outputs.plots import preview_file
@@ -164,7 +165,8 @@ def _check_row(check: CheckResult) -> Markup:
         el("td", badge("v", check.verdict)),
         el("td", score_text(check.score, check.max_score), class_="num"),
         el("td", cases, class_="num"),
-        el("td", el("pre", check.message)),
+        # the learner's sentence: a hidden case's or a grading seed's evidence stays in report.json, for instructors
+        el("td", el("pre", learner_message(check))),
         id=check_anchor(check.id),
         data_verdict=check.verdict,
     )
@@ -202,8 +204,18 @@ def _figure_pair(figure: Figure) -> Markup:
             el("h3", figure.title),
             el(
                 "div",
-                _image(figure.learner, "your functions", f"{figure.title}: your functions", LEARNER_MISSING),
-                _image(figure.reference, "reference preview", f"{figure.title}: reference preview", REFERENCE_MISSING),
+                _image(
+                    figure.learner,
+                    "your functions, at this grade's seed",
+                    f"{figure.title}: your functions",
+                    LEARNER_MISSING,
+                ),
+                _image(
+                    figure.reference,
+                    "reference preview, public seed",
+                    f"{figure.title}: reference preview",
+                    REFERENCE_MISSING,
+                ),
                 class_="pair",
                 data_plot=figure.file,
             ),
