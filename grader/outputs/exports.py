@@ -169,7 +169,8 @@ def _timed(durations: list[float | None]) -> dict[str, str]:
 
 
 def _testcase(suite: ET.Element, classname: str, check: dict[str, Any], status: str) -> None:
-    case = ET.SubElement(suite, "testcase", name=check["id"], classname=classname, **_timed([check["duration_s"]]))
+    case = ET.SubElement(suite, "testcase", name=check["id"], classname=classname)
+    case.attrib.update(_timed([check["duration_s"]]))
     element = JUNIT_ELEMENT.get(Verdict(check["verdict"]))
     if element is None:
         return
@@ -191,8 +192,8 @@ def _suite(
         failures=str(_count(checks, "failure")),
         errors=str(_count(checks, "error")),
         skipped="0",
-        **time,
     )
+    suite.attrib.update(time)
     listed = ET.SubElement(suite, "properties")
     for key, value in properties.items():
         ET.SubElement(listed, "property", name=key, value=_xml_text(value))
