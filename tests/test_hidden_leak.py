@@ -3,22 +3,35 @@ output carries a value of the reference's T3 series at a grading seed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+import signal
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
 
+from grader.judge.cases import Call
 from grader.judge.compare import compare_series
+from grader.judge.diagnosis import Misconception
 from grader.judge.expectations import Expectations
+from grader.judge.grading import grade
 from grader.model.problem import Problem, list_problems
-from grader.model.spec import Tolerance
-from grader.model.verdicts import ExitCode
+from grader.model.spec import ProblemSpec, Tolerance
+from grader.model.verdicts import ExitCode, Verdict
+from grader.outputs.exports import gradescope_results, junit_xml
+from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
 from grader.outputs.plots import figure_specs, series_tolerances
+from grader.outputs.report import Report
 
 HOSTILE = Path(__file__).resolve().parent / "hostile" / "leak_hidden_inputs.py"
+DURATIONS = Path(__file__).resolve().parent / "hostile" / "leak_durations.py"
 PROBLEM = "glm5_offpolicy"
 
 
@@ -230,3 +243,144 @@ def test_learner_plots_draw_nothing_of_the_grading_seed_reference() -> None:
     assert len(secret) > 20
     leaked = sorted(text for text in secret if re.search(rf"(?<![\d.]){re.escape(text)}(?!\d)", drawn))
     assert not leaked, f"the plot specs hold values of the grading seed's reference: {leaked[:3]}"
+
+
+# ---------------------------------------------------------------- durations
+
+
+def test_no_learner_output_times_a_check_with_hidden_cases(run_cli, tmp_path: Path) -> None:
+    """leak_durations.py sleeps on one hidden case per check for a time that spells a digit of its inputs."""
+    out, gradescope, junit = tmp_path / "out", tmp_path / "results.json", tmp_path / "junit.xml"
+    result = run_cli(
+        "grade", DURATIONS, "--problem", PROBLEM, "--out", out, "--gradescope", gradescope, "--junit", junit
+    )
+    assert result.returncode == ExitCode.OK, result.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    checks = {c["id"]: c for tier in report["tiers"] for c in tier["checks"]}
+    hidden = {c for c in checks if c.startswith("oracle_")}
+    # the attack did work: instructors see the sleep (0.15 s per step; the hidden [16, 64] float64 case of
+    # oracle_weights has |logp[0, 0]| = 1.7..., so seven steps) in the check's time
+    assert checks["oracle_weights"]["duration_s"] >= 7 * 0.15
+    assert not any(checks[c]["duration_public"] for c in hidden)
+    assert checks["weights_contract"]["duration_public"], "a check that ran before any hidden case keeps its time"
+
+    view = learner_view(Report.model_validate(report))
+    timed = {c["id"]: c["duration_s"] for tier in view["tiers"] for c in tier["checks"]}
+    assert all(timed[c] is None for c in hidden)
+    assert timed["weights_contract"] == checks["weights_contract"]["duration_s"]
+    assert view["duration_s"] % LEARNER_SECONDS == 0 and view["duration_s"] >= report["duration_s"]
+
+    root = ET.fromstring(junit.read_text())
+    for suite in root.iter("testsuite"):
+        names = {case.get("name") for case in suite.iter("testcase")}
+        if names & hidden:
+            assert "time" not in suite.attrib, suite.get("name")
+        for case in suite.iter("testcase"):
+            assert (case.get("time") is None) == (case.get("name") in hidden), case.get("name")
+    assert float(root.get("time", "nan")) % LEARNER_SECONDS == 0
+
+    results = json.loads(gradescope.read_text())
+    assert results["execution_time"] % LEARNER_SECONDS == 0
+    for test in results["tests"]:
+        assert not {"execution_time", "time", "duration_s"} & set(test)
+
+
+# ---------------------------------------------------------------- deaths and hangs
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemView:
+    """A problem graded on some of its checks only, without a diagnosis."""
+
+    id: str
+    spec: ProblemSpec
+    content_hash: str
+    misconceptions: Sequence[Misconception]
+    experiment_module: ModuleType
+
+
+class PartlyVisible:
+    """The grading seed's expectations, the first VISIBLE cases of each generator made visible: a check that holds
+    visible and hidden cases, whose visible cases run once an earlier check's hidden ones have been sent."""
+
+    VISIBLE = 4
+
+    def __init__(self, inner: Expectations) -> None:
+        self.inner = inner
+        self.seed = inner.seed
+
+    def warm(self) -> None:
+        pass  # expectations are computed as the checks ask for them
+
+    def cases(self, name: str) -> list[Call]:
+        calls = self.inner.cases(name)
+        return [dataclasses.replace(c, hidden=False) if i < self.VISIBLE else c for i, c in enumerate(calls)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+# After the first check's hidden cases, the learner's first call of the second check (a visible case) ends the way
+# it chooses, with a number drawn from the last hidden input it saw, and prints the number for the test to find.
+CHOOSER = """
+import os, signal, time, torch
+
+def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
+    with open("seen", "a") as seen:
+        seen.write(f"{{float(logp.reshape(-1)[0]):.6f}}\\n")
+    return torch.zeros_like(logp)
+
+def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
+    if not os.path.exists("acted"):
+        open("acted", "w").close()
+        number = 100 + int(abs(float(open("seen").read().split()[-1])) * 1e4) % 100
+        chosen = {act}
+        print(f"chose {{getattr(chosen, 'name', chosen)}}", flush=True)
+        {then}
+    return torch.zeros((), dtype=logp.dtype)
+"""
+ENDINGS = {
+    "exit": ("number", "os._exit(number)"),
+    "signal": (
+        "[signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM][number % 4]",
+        "os.kill(os.getpid(), chosen)",
+    ),
+    "raise": ("number", "raise ValueError(f'{chosen} {chosen}')"),
+    "hang": ("number", "time.sleep(number)"),
+}
+VERDICT = {"exit": Verdict.CRASHED, "signal": Verdict.CRASHED, "raise": Verdict.ERROR, "hang": Verdict.TIMEOUT}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_a_death_or_hang_after_a_hidden_case_quotes_nothing_the_learner_chose(tmp_path: Path, ending: str) -> None:
+    act, then = ENDINGS[ending]
+    submission = tmp_path / "chooser.py"
+    submission.write_text(CHOOSER.format(act=act, then=then))
+    problem = Problem(PROBLEM)
+    spec = problem.spec.model_copy(
+        update={
+            "checks": [c for c in problem.spec.checks if c.id in ("oracle_weights", "oracle_loss")],
+            "limits": problem.spec.limits.model_copy(update={"call_timeout_s": 2.0}),
+        }
+    )
+    view = ProblemView(problem.id, spec, problem.content_hash, [], problem.experiment_module)
+    expectations = PartlyVisible(Expectations(problem, problem.grading_seeds[0]))
+    report = grade(view, submission, expectations.seed, expectations=expectations).report
+
+    chosen = re.search(r"chose (\S+)", report.stdout)
+    assert chosen is not None, report.stdout[-500:]
+    word = chosen.group(1)
+    words = {word, str(int(signal.Signals[word]))} if ending == "signal" else {word}
+    loss = next(c for c in report.checks() if c.id == "oracle_loss")
+    assert loss.verdict == VERDICT[ending]
+    if ending != "hang":  # the attack did work: the instructor's message quotes what the learner chose
+        assert word in loss.message
+    learner_texts = {
+        "learner_message": " ".join(c.learner_message for c in report.checks()),
+        "learner view": json.dumps(learner_view(report)),
+        "results.json": json.dumps(gradescope_results(report)),
+        "junit.xml": junit_xml(report),
+    }
+    for where, text in learner_texts.items():
+        for word in words:
+            assert not re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", text), f"{where} quotes {word}: {text[:400]}"

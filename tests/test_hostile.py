@@ -12,6 +12,7 @@ import shutil
 import socket
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from grader.model.spec import Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs import pages, plots
 from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
+from grader.outputs.exports import gradescope_results, junit_xml
+from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
 from grader.outputs.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
 from grader.outputs.report import Report, load_report
 from grader.text import MESSAGE_CHARS, clean_line, csv_cell, submission_folder
@@ -74,6 +77,8 @@ LIMITS = [
     "--memory-mb",
     str(MEMORY_MB),
 ]
+# the fields of a test in Gradescope's results.json that carry no time
+GRADESCOPE_TEST_KEYS = {"name", "number", "score", "max_score", "status", "output", "tags", "visibility"}
 AFTER_BUDGET_S = 10  # killing the last worker and writing the report, after the budget has run out
 MARKER = "paperleet-hostile"  # in the command line, name or file name of whatever a hostile file leaves behind
 FORGED = "FORGED-BY-HOSTILE"
@@ -337,6 +342,28 @@ def test_no_forged_report_survives(hostile: Hostile) -> None:
 def test_nothing_secret_reaches_a_learner(hostile: Hostile, stem: str) -> None:
     assert "LEAKED" not in stdout_of(hostile, stem)
     assert score_of(hostile, stem) == score_of(hostile, "honest_correct")
+
+
+def test_no_learner_output_times_a_check_with_hidden_cases(hostile: Hostile) -> None:
+    """leak_durations sleeps on hidden cases for times that spell their inputs; only instructors see those times."""
+    report = load_report(hostile.out / "leak_durations" / "report.json")
+    hidden = {c.id: c for c in report.checks() if not c.duration_public}
+    assert {"oracle_weights", "oracle_loss", "oracle_grad"} <= set(hidden)
+    view = learner_view(report)
+    assert all(c["duration_s"] is None for t in view["tiers"] for c in t["checks"] if c["id"] in hidden)
+    assert view["duration_s"] % LEARNER_SECONDS == 0
+    results = gradescope_results(report)
+    assert results["execution_time"] % LEARNER_SECONDS == 0
+    assert all(set(test) <= GRADESCOPE_TEST_KEYS for test in results["tests"])
+    junit = ET.fromstring(junit_xml(report))
+    for suite in junit.iter("testsuite"):
+        if {case.get("name") for case in suite.iter("testcase")} & set(hidden):
+            assert "time" not in suite.attrib
+    assert all("time" not in case.attrib for case in junit.iter("testcase") if case.get("name") in hidden)
+    page = (hostile.out / "leak_durations" / "report.html").read_text(encoding="utf-8")
+    for check in hidden.values():  # the page (the instructor's) shows the total, never a check's time
+        text = str(check.duration_s)
+        assert check.duration_s == 0 or not re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.])", page), check.id
 
 
 def test_no_connection_reaches_the_host(hostile: Hostile) -> None:

@@ -143,7 +143,12 @@ def _judge(
 ) -> tuple[list[CheckResult], list[Finding], Status]:
     """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
     supervisor = context.supervisor
-    runs = {check.id: run_check(context, check) for check in visible_first(problem.spec.checks, context.expect)}
+    runs: dict[str, CheckRun] = {}
+    timed_publicly: set[str] = set()  # checks that ended before a worker was sent any hidden case
+    for check in visible_first(problem.spec.checks, context.expect):
+        runs[check.id] = run_check(context, check)
+        if not supervisor.saw_hidden:
+            timed_publicly.add(check.id)
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
     findings = diagnose(failing, problem.misconceptions, _contradictions(context, runs.values(), candidates(failing)))
@@ -154,6 +159,8 @@ def _judge(
     # results are published): it carries forward only misreadings a visible owner check charges
     charged_visibly = {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)}
     results = [runs[c.id].result(charged_visibly if c.id in visible else charged) for c in problem.spec.checks]
+    for result in results:
+        result.duration_public = result.id in timed_publicly
     status = Status.GRADED
     if any(r.verdict == Verdict.JUDGE_ERROR for r in results):
         status = Status.JUDGE_ERROR

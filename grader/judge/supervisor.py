@@ -121,10 +121,19 @@ class WorkerSupervisor:
     def _failure(self, error: WorkerTimeout | WorkerCrashed, timeout: float) -> LearnerFailure:
         self.stop()
         if isinstance(error, WorkerCrashed):
-            return LearnerFailure(Verdict.CRASHED, f"the worker process died during this call: {error}")
+            return self._tainted(LearnerFailure(Verdict.CRASHED, f"the worker process died during this call: {error}"))
         if self.remaining() <= 0:
-            return LearnerFailure(Verdict.TIMEOUT, "the submission's time budget ran out during this call")
-        return LearnerFailure(Verdict.TIMEOUT, f"no answer within {timeout:.3g} s (infinite loop?)")
+            return self._tainted(
+                LearnerFailure(Verdict.TIMEOUT, "the submission's time budget ran out during this call")
+            )
+        return self._tainted(LearnerFailure(Verdict.TIMEOUT, f"no answer within {timeout:.3g} s (infinite loop?)"))
+
+    def _tainted(self, failure: LearnerFailure) -> LearnerFailure:
+        """`failure`, marked when a worker had been sent a hidden case: a death, a hang or a refusal is then the
+        learner's choice made while holding that case's inputs (an exit status, a signal, a frame's size and
+        the moment of a hang can each spell some of them out), so a learner reads none of its detail."""
+        failure.tainted = self.saw_hidden
+        return failure
 
     def observe_all(
         self, calls: list[Call], timeout_s: float | None = None
@@ -141,10 +150,11 @@ class WorkerSupervisor:
             try:
                 worker = self._ready_worker()
                 timeout = min(per_call, self.remaining())
-                worker.send(calls_request([c.request() for c in pending]), timeout)
+                # before the frame goes out: a worker that dies reading half of it may already hold a hidden case
                 self.saw_hidden |= any(c.hidden for c in pending)
+                worker.send(calls_request([c.request() for c in pending]), timeout)
             except LearnerFailure as failure:
-                yield failure
+                yield self._tainted(failure)
                 return
             except (WorkerTimeout, WorkerCrashed) as exc:
                 yield self._failure(exc, timeout)
@@ -163,8 +173,7 @@ class WorkerSupervisor:
                 try:
                     accepted = self._accept(call, answer)
                 except LearnerFailure as failure:
-                    failure.tainted = self.saw_hidden
-                    yield failure
+                    yield self._tainted(failure)
                 else:
                     accepted["tainted"] = self.saw_hidden
                     yield accepted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from grader.model.verdicts import Verdict
@@ -17,6 +18,18 @@ GENERIC_MESSAGE = {
     Verdict.SKIPPED: "not run",
     Verdict.JUDGE_ERROR: "internal error of the grader, not of your code",
 }
+
+
+# The resolution of every total duration a learner reads. Learner code that holds a hidden case's inputs can
+# stretch its grade to any length within the budget, so a total read to the second would carry log2(budget) bits
+# of them; in 5-second steps it carries log2(budget / 5) (4.6 bits within 120 s), and still tells a learner
+# whether grading took seconds or minutes. docs/threat-model.md counts this channel beside the others.
+LEARNER_SECONDS = 5
+
+
+def learner_seconds(seconds: float) -> int:
+    """`seconds` rounded up to a whole number of LEARNER_SECONDS steps: never less than the time it took."""
+    return math.ceil(max(seconds, 0.0) / LEARNER_SECONDS) * LEARNER_SECONDS
 
 
 def learner_message(check: CheckResult) -> str:
@@ -35,7 +48,8 @@ def learner_check(check: CheckResult) -> dict[str, Any]:
         "cases_passed": check.cases_passed,
         "cases_total": check.cases_total,
         "visibility": check.visibility,
-        "duration_s": check.duration_s,
+        # None when learner code that held a hidden input ran during or before the check: it could time itself
+        "duration_s": check.duration_s if check.duration_public else None,
     }
 
 
@@ -44,7 +58,9 @@ def learner_view(report: Report) -> dict[str, Any]:
 
     Left out on purpose: the grading seed and the command that names it, the instructor messages (case labels,
     expected values), the worker's stdout and stderr (the learner's code may print a hidden case's inputs),
-    isolation details and hashes. `message` only ever explains an import failure of the learner's own file.
+    isolation details and hashes, and the duration of each check that ran once learner code held a hidden input
+    (`duration_public`); the total is rounded up to LEARNER_SECONDS. `message` only ever explains an import
+    failure of the learner's own file.
     Scores follow the one rounding rule: each check's as shown, each total the sum of what it adds up.
     """
     tiers: list[dict[str, Any]] = [
@@ -65,7 +81,7 @@ def learner_view(report: Report) -> dict[str, Any]:
         "score": score_sum(tier["score"] for tier in tiers),
         "max_score": report.max_score,
         "message": report.message,
-        "duration_s": report.duration_s,
+        "duration_s": learner_seconds(report.duration_s),
         "diagnosis": learner_diagnosis(report),
         "tiers": tiers,
     }

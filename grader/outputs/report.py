@@ -37,6 +37,10 @@ class CheckResult(Model):
     learner_message: str = ""  # the message with hidden inputs and expected values left out
     cases_followed_through: int = 0  # failing cases credited because a misreading charged elsewhere explains them
     followed_through: list[str] = []  # the misconceptions those cases follow through from
+    # whether the check ended before any worker of the submission was sent a hidden case: only then does its
+    # duration tell nothing hidden (learner code that holds a hidden input can time itself to spell it out), so
+    # learner-facing outputs show `duration_s` only when this holds
+    duration_public: bool = False
 
     # messages quote what the learner's code raised or returned: learner text, made safe wherever a report is built
     _clean_messages = field_validator("message", "learner_message")(lambda value: clean(value, MESSAGE_CHARS))
