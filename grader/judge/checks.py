@@ -299,7 +299,7 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
                 if fails_alike(call.function, call.kwargs, got, obs, check.compare, tolerances)
             )
             form_only = bool(explained) and differs_only_in_form(
-                got, ctx.expected(check, index, call), check.compare, tolerances
+                call.kwargs, got, ctx.expected(check, index, call), check.compare, tolerances
             )
         # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
         outcomes[index] = CaseOutcome(

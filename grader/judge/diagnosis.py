@@ -183,7 +183,7 @@ def follow_through(
         return None
     value_tier = tier in VALUE_TIERS
     for mid in answers:
-        if mid in charged and (form_only or not value_tier or mid not in credit.form_charged):
+        if mid in charged:
             return mid
     for mid in failures:
         if mid in credit.faithful and not (value_tier and mid in credit.form_charged):
