@@ -3,7 +3,6 @@ so that every non-bool mask raises RuntimeError, as the declared misreading of t
 misreading is charged, its raising cases would be credited in every other check, oracle_tis's own included. It
 must score no more than tis_masks.py, the same file answering on every mask."""
 
-
 from __future__ import annotations
 
 import math
@@ -31,12 +30,18 @@ def resolve_bounds(mode: object, low: float | None, high: float | None) -> tuple
 
 
 def behavior_weights(
-    train_logp: Tensor, rollout_logp: Tensor, mask: Tensor, mode: str, low: float | None = None,
+    train_logp: Tensor,
+    rollout_logp: Tensor,
+    mask: Tensor,
+    mode: str,
+    low: float | None = None,
     high: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     if rollout_logp.shape != train_logp.shape or mask.shape != train_logp.shape:
-        raise ValueError(f"train_logp {tuple(train_logp.shape)}, rollout_logp {tuple(rollout_logp.shape)} and "
-                         f"mask {tuple(mask.shape)} must have the same shape")
+        raise ValueError(
+            f"train_logp {tuple(train_logp.shape)}, rollout_logp {tuple(rollout_logp.shape)} and "
+            f"mask {tuple(mask.shape)} must have the same shape"
+        )
     lo, hi = resolve_bounds(mode, low, high)
     dtype, device = train_logp.dtype, train_logp.device
     valid = mask  # [B, L]

@@ -2,7 +2,6 @@
 misreading of form is charged in `contract`, and its own toy makes no series, so every series this file fails to
 make would be credited. It must score no more than no_replay.py, the same file with a bool routing_map."""
 
-
 from __future__ import annotations
 
 import math
@@ -28,11 +27,20 @@ def _validate_replay(replay_idx: Tensor, tokens: int, experts: int, top_k: int) 
         raise ValueError("replay_idx repeats an expert within a row")
 
 
-def _validate(router_logits: Tensor, top_k: int, replay_idx: Tensor | None, score_function: str,
-              expert_bias: Tensor | None, scaling_factor: float | None) -> None:
+def _validate(
+    router_logits: Tensor,
+    top_k: int,
+    replay_idx: Tensor | None,
+    score_function: str,
+    expert_bias: Tensor | None,
+    scaling_factor: float | None,
+) -> None:
     if not isinstance(router_logits, Tensor) or router_logits.dim() != 2 or not router_logits.is_floating_point():
-        kind = (f"shape {tuple(router_logits.shape)}, dtype {router_logits.dtype}"
-                if isinstance(router_logits, Tensor) else type(router_logits).__name__)
+        kind = (
+            f"shape {tuple(router_logits.shape)}, dtype {router_logits.dtype}"
+            if isinstance(router_logits, Tensor)
+            else type(router_logits).__name__
+        )
         raise ValueError(f"router_logits must be a 2-D floating Tensor [T, E], got {kind}")
     tokens, experts = router_logits.shape
     # bool is a subclass of int, but top_k=True is a bug in the caller, not one expert
@@ -43,14 +51,20 @@ def _validate(router_logits: Tensor, top_k: int, replay_idx: Tensor | None, scor
     if expert_bias is not None:
         if score_function != "sigmoid":
             raise ValueError("expert_bias is only defined for score_function='sigmoid'")
-        if not isinstance(expert_bias, Tensor) or not expert_bias.is_floating_point() or \
-                tuple(expert_bias.shape) != (experts,):
+        if (
+            not isinstance(expert_bias, Tensor)
+            or not expert_bias.is_floating_point()
+            or tuple(expert_bias.shape) != (experts,)
+        ):
             raise ValueError(f"expert_bias must be a floating Tensor of shape ({experts},)")
     if replay_idx is not None:
         _validate_replay(replay_idx, tokens, experts, top_k)
     if scaling_factor is not None:
-        if isinstance(scaling_factor, bool) or not isinstance(scaling_factor, (int, float)) or \
-                not (math.isfinite(scaling_factor) and scaling_factor > 0):
+        if (
+            isinstance(scaling_factor, bool)
+            or not isinstance(scaling_factor, (int, float))
+            or not (math.isfinite(scaling_factor) and scaling_factor > 0)
+        ):
             raise ValueError(f"scaling_factor must be a finite number > 0, got {scaling_factor!r}")
 
 
