@@ -335,10 +335,10 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
                 if failed
                 else Outcome(Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
             )
-            # a misreading whose own toy cannot make this series either fails alike: the part raised in both
+            # a misreading whose own toy cannot make this series either fails alike: the part failed on an answer in both
             failed_alike = (
                 tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
-                if failed is not None and failed.verdict == Verdict.ERROR
+                if failed is not None and failed.verdict in (Verdict.ERROR, Verdict.FAIL)
                 else ()
             )
             outcomes.append(CaseOutcome(name, False, outcome, fails_like=failed_alike))
