@@ -335,7 +335,7 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
                 if failed
                 else Outcome(Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
             )
-            # a misreading whose own toy cannot make this series either fails alike: the part failed on an answer in both
+            # a misreading whose own toy cannot make this series fails alike: both parts failed on an answer
             failed_alike = (
                 tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
                 if failed is not None and failed.verdict in (Verdict.ERROR, Verdict.FAIL)
