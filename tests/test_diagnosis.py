@@ -9,7 +9,15 @@ import pytest
 
 from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch, Outcome
-from grader.judge.diagnosis import Explained, Misconception, diagnose, follow_through, load_misconceptions
+from grader.judge.diagnosis import (
+    Credit,
+    Explained,
+    Misconception,
+    credit_for,
+    diagnose,
+    follow_through,
+    load_misconceptions,
+)
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
@@ -40,10 +48,44 @@ def test_more_explained_cases_rank_first() -> None:
 
 
 def test_follow_through_skips_the_owner() -> None:
+    credit = Credit({"bessel": BESSEL})
+    assert follow_through("oracle", "T1", ("bessel",), (), False, credit) == "bessel"
+    assert follow_through("ddof", "T2", ("bessel",), (), False, credit) is None
+    assert follow_through("oracle", "T1", ("batch",), (), False, credit) is None  # not charged: carries nothing
+
+
+def test_a_case_an_owner_charges_is_never_credited_through_another() -> None:
+    credit = Credit({"bessel": BESSEL, "batch": BATCH})
+    assert follow_through("ddof", "T2", ("bessel", "batch"), (), False, credit) is None
+    assert follow_through("ddof", "T2", ("batch",), (), False, credit) == "batch"
+
+
+def test_a_failure_carries_only_for_a_misreading_the_learner_is_faithful_to() -> None:
     charged = {"bessel": BESSEL}
-    assert follow_through("oracle", ("bessel",), charged) == "bessel"
-    assert follow_through("ddof", ("bessel",), charged) is None
-    assert follow_through("oracle", ("batch",), charged) is None  # not charged: carries nothing
+    assert follow_through("oracle", "T1", (), ("bessel",), False, Credit(charged)) is None
+    faithful = Credit(charged, faithful=frozenset({"bessel"}))
+    assert follow_through("oracle", "T1", (), ("bessel",), False, faithful) == "bessel"
+    of_form = Credit(charged, faithful=frozenset({"bessel"}), form_charged=frozenset({"bessel"}))
+    assert follow_through("oracle", "T1", (), ("bessel",), False, of_form) is None  # no failure into a value tier
+    assert follow_through("contract", "T0", (), ("bessel",), False, of_form) == "bessel"
+    assert follow_through("oracle", "T1", ("bessel",), (), False, of_form) == "bessel"  # an answer still carries
+
+
+def test_faithful_means_explaining_every_failing_case_and_contradicting_none() -> None:
+    failing = [Explained("ddof", ("bessel",)), Explained("oracle", ("bessel",), ("bessel",))]
+    assert credit_for(failing, {"bessel": BESSEL}, {}).faithful == {"bessel"}
+    assert credit_for(failing, {"bessel": BESSEL}, {"bessel": 1}).faithful == set()
+    other_bug = [*failing, Explained("oracle", ())]
+    assert credit_for(other_bug, {"bessel": BESSEL}, {}).faithful == set()
+
+
+def test_a_misreading_is_of_form_when_every_owner_case_it_explains_differs_only_in_form() -> None:
+    by_form = [Explained("ddof", ("bessel",), form_only=True), Explained("oracle", ("bessel",))]
+    assert credit_for(by_form, {"bessel": BESSEL}, {}).form_charged == {"bessel"}
+    by_value = [*by_form, Explained("ddof", ("bessel",))]
+    assert credit_for(by_value, {"bessel": BESSEL}, {}).form_charged == set()
+    by_raising = [Explained("ddof", ("bessel",), ("bessel",), form_only=True)]
+    assert credit_for(by_raising, {"bessel": BESSEL}, {}).form_charged == set()
 
 
 def _check(check_id: str) -> CheckSpec:
@@ -61,10 +103,10 @@ def test_follow_through_credits_cases_in_checks_that_do_not_own_the_misreading()
     tally = Tally([passed, _fail(("bessel",)), _fail(("bessel",)), _fail()])
     strict = tally.result(_check("oracle"), 0.0)
     assert (strict.score, strict.cases_followed_through) == (1.0, 0)
-    carried = tally.result(_check("oracle"), 0.0, {"bessel": BESSEL})
+    carried = tally.result(_check("oracle"), 0.0, Credit({"bessel": BESSEL}))
     assert (carried.score, carried.cases_followed_through, carried.followed_through) == (3.0, 2, ["bessel"])
     assert carried.verdict == Verdict.FAIL and "follow-through" in carried.learner_message
-    owner = tally.result(_check("ddof"), 0.0, {"bessel": BESSEL})
+    owner = tally.result(_check("ddof"), 0.0, Credit({"bessel": BESSEL}))
     assert owner.score == 1.0  # the owner charges it
 
 
@@ -73,7 +115,7 @@ def test_a_group_passes_only_when_every_call_passes_or_is_carried() -> None:
     tally = Tally(
         [passed, _fail(("bessel",), "g1"), CaseOutcome("ok", False, Outcome(Verdict.PASS), "g2"), _fail((), "g2")]
     )
-    assert tally.result(_check("oracle"), 0.0, {"bessel": BESSEL}).score == 2.0  # g1 carried, g2 not
+    assert tally.result(_check("oracle"), 0.0, Credit({"bessel": BESSEL})).score == 2.0  # g1 carried, g2 not
 
 
 def test_declarations_are_checked(tmp_path: Path) -> None:

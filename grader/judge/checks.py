@@ -15,11 +15,13 @@ from grader.judge.compare import (
     Outcome,
     compare_series,
     compare_tensors,
+    differs_only_in_form,
+    fails_alike,
     input_context,
     judge_case,
     same_as,
 )
-from grader.judge.diagnosis import Misconception, follow_through
+from grader.judge.diagnosis import NO_CREDIT, Credit, Misconception, follow_through
 from grader.judge.experiment import CallFailed, PartResult
 from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict
@@ -85,7 +87,9 @@ def register(kind: str) -> Callable[[CheckFunction], CheckFunction]:
 class CaseOutcome:
     """One call's outcome inside a check; `group` ties calls that pass only together (see `Call.group`).
 
-    `explained_by` names the misconceptions whose observation a failing case matches (see `diagnosis`).
+    `explained_by` names the misconceptions whose answer a failing case's answer matches, `fails_like` those that
+    fail it the same way (an exception of the same class, a series neither could make); `form_only` says the
+    answer differs from the expected one only in form (see `diagnosis`).
     """
 
     label: str
@@ -93,6 +97,8 @@ class CaseOutcome:
     outcome: Outcome
     group: str | None = None
     explained_by: tuple[str, ...] = ()
+    fails_like: tuple[str, ...] = ()
+    form_only: bool = False
 
     @property
     def passed(self) -> bool:
@@ -112,22 +118,21 @@ class Tally:
             grouped.setdefault(("group", case.group) if case.group is not None else index, []).append(case)
         return list(grouped.values())
 
-    def result(
-        self, check: CheckSpec, duration_s: float, charged: Mapping[str, Misconception] | None = None
-    ) -> CheckResult:
-        """The check's verdict and score; a failing case that a charged misconception explains, in a check that
-        does not own it, counts as passed (follow-through) and is named in the message."""
-        charged = charged or {}
+    def result(self, check: CheckSpec, duration_s: float, credit: Credit = NO_CREDIT) -> CheckResult:
+        """The check's verdict and score; a failing case that follow-through carries (see `diagnosis`) counts as
+        passed and is named in the message."""
         carried = {
             id(c): mid
             for c in self.outcomes
-            if not c.passed and (mid := follow_through(check.id, c.explained_by, charged)) is not None
+            if not c.passed
+            and (mid := follow_through(check.id, check.tier, c.explained_by, c.fails_like, c.form_only, credit))
+            is not None
         }
         groups = self.groups()
         total = len(groups)
         passed = sum(all(c.passed or id(c) in carried for c in group) for group in groups)
         failures = [c for c in self.outcomes if not c.passed and id(c) not in carried]
-        note = _follow_through_note(carried, charged)
+        note = _follow_through_note(carried, credit.charged)
         if not failures:
             verdict = Verdict.PASS
             message = learner = (f"all {total} cases passed" if total != 1 else "passed") + note
@@ -178,11 +183,11 @@ class CheckRun:
     tally: Tally | None = None
     judge_error: CheckResult | None = None
 
-    def result(self, charged: Mapping[str, Misconception] | None = None) -> CheckResult:
+    def result(self, credit: Credit = NO_CREDIT) -> CheckResult:
         if self.judge_error is not None:
             return self.judge_error
         assert self.tally is not None
-        return self.tally.result(self.check, self.duration_s, charged)
+        return self.tally.result(self.check, self.duration_s, credit)
 
 
 def run_check(ctx: Context, check: CheckSpec) -> CheckRun:
@@ -279,17 +284,29 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
                 context,
             )
             tainted = bool(got.get("tainted"))
-        explained = (
-            ()
-            if outcome.verdict == Verdict.PASS or isinstance(got, LearnerFailure)
-            else tuple(
+        explained: tuple[str, ...] = ()
+        failed_alike: tuple[str, ...] = ()
+        form_only = False
+        if outcome.verdict != Verdict.PASS and not isinstance(got, LearnerFailure):
+            theirs = ctx.misconception_observations(check, index)
+            tolerances = ctx.tolerances()
+            explained = tuple(
                 mid
-                for mid, theirs in ctx.misconception_observations(check, index).items()
-                if same_as(call.function, call.kwargs, got, theirs, check.compare, ctx.tolerances())
+                for mid, obs in theirs.items()
+                if same_as(call.function, call.kwargs, got, obs, check.compare, tolerances)
             )
-        )
+            failed_alike = tuple(
+                mid
+                for mid, obs in theirs.items()
+                if fails_alike(call.function, call.kwargs, got, obs, check.compare, tolerances)
+            )
+            form_only = bool(explained) and differs_only_in_form(
+                call.kwargs, got, ctx.expected(check, index, call), check.compare, tolerances
+            )
         # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
-        outcomes[index] = CaseOutcome(call.label, call.hidden or tainted, outcome, call.group, explained)
+        outcomes[index] = CaseOutcome(
+            call.label, call.hidden or tainted, outcome, call.group, explained, failed_alike, form_only
+        )
     if len(outcomes) < len(calls):
         # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run
         last = outcomes[order[len(outcomes) - 1]].outcome.verdict if outcomes else Verdict.SKIPPED
@@ -321,13 +338,18 @@ def check_experiment(ctx: Context, check: CheckSpec) -> Tally:
                 if failed
                 else Outcome(Verdict.FAIL, Mismatch.of(f"the experiment produced no series named {name!r}"))
             )
-            # a misreading whose own toy cannot make this series either explains its absence
-            explained = tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
+            # a misreading whose own toy cannot make this series fails alike: both parts failed on an answer
+            failed_alike = (
+                tuple(mid for mid, series in ctx.misconception_series().items() if name not in series)
+                if failed is not None and failed.verdict in (Verdict.ERROR, Verdict.FAIL)
+                else ()
+            )
+            outcomes.append(CaseOutcome(name, hidden, outcome, fails_like=failed_alike))
         else:
             mismatch = compare_series(name, value, want[name], tol)
             outcome = Outcome(Verdict.PASS) if mismatch is None else Outcome(Verdict.FAIL, mismatch)
             explained = () if mismatch is None else _series_explained(ctx, name, value, tol)
-        outcomes.append(CaseOutcome(name, hidden, outcome, explained_by=explained))
+            outcomes.append(CaseOutcome(name, hidden, outcome, explained_by=explained))
     return Tally(outcomes)
 
 

@@ -443,25 +443,15 @@ def same_as(
     aspects: Sequence[Aspect],
     tolerances: Mapping[str, Tolerance],
 ) -> bool:
-    """Whether the learner's observation matches `other` (a misconception's) on every aspect a check compares.
+    """Whether the learner's answer matches `other` (a misconception's) on every aspect a check compares.
 
-    Unlike `judge_case`, both sides may raise or modify their inputs: a misreading can do either, and then
-    matching it means doing the same.
+    Only answers match: where either side raised, or failed backward on a check that runs it, nothing is
+    matched here (`fails_alike` says whether both failed the same way). Unlike `judge_case`, either side may
+    modify its inputs: a misreading can, and then matching it means doing the same.
     """
-    if "raised" in got or "raised" in other:
-        # the same exception class, not a subclass: a starter's NotImplementedError must not match a misreading
-        # that raises RuntimeError
-        return "raised" in got and "raised" in other and got["raised"]["type"] == other["raised"]["type"]
+    if _failure(got, aspects) is not None or _failure(other, aspects) is not None:
+        return False
     compared = [a for a in aspects if a not in ("inputs_unchanged", "raises")]
-    if ("backward_error" in got or "backward_error" in other) and {"backward", "grads", "connected"} & set(aspects):
-        if not (
-            "backward_error" in got
-            and "backward_error" in other
-            and got["backward_error"]["type"] == other["backward_error"]["type"]
-        ):
-            return False
-        # both failed backward alike: what they returned must still agree
-        compared = [a for a in compared if a not in ("backward", "grads", "connected")] or ["type", "values"]
     if (
         compared
         and judge_case(function, sent, got, other, compared, tolerances, evidence=False).verdict != Verdict.PASS
@@ -473,3 +463,87 @@ def same_as(
             if name not in mine or compare_tensors(name, mine[name], value, None, evidence=False) is not None:
                 return False
     return True
+
+
+def fails_alike(
+    function: str,
+    sent: Mapping[str, Any],
+    got: dict[str, Any],
+    other: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
+) -> bool:
+    """Whether the learner and a misconception's solution fail this call the same way: the same exception class
+    (not a subclass: a starter's NotImplementedError must not match a misreading that raises RuntimeError), raised
+    by the call itself or by backward; a backward failure only when what they returned agrees too."""
+    mine, theirs = _failure(got, aspects), _failure(other, aspects)
+    if mine is None or theirs is None or mine != theirs:
+        return False
+    if mine[0] == "raised":
+        return True
+    compared = [a for a in aspects if a in OUTPUT_ASPECTS and a != "connected"] or ["type", "values"]
+    return judge_case(function, sent, got, other, compared, tolerances, evidence=False).verdict == Verdict.PASS
+
+
+def _failure(obs: dict[str, Any], aspects: Sequence[Aspect]) -> tuple[str, str] | None:
+    """How an observation failed, if it did: ("raised", type) or ("backward_error", type)."""
+    if "raised" in obs:
+        return "raised", str(obs["raised"]["type"])
+    if "backward_error" in obs and {"backward", "grads", "connected"} & set(aspects):
+        return "backward_error", str(obs["backward_error"]["type"])
+    return None
+
+
+# What a misreading of a result's form changes: its Python type, dtype, device or graph flags, never its values.
+FORM_ASPECTS = frozenset({"type", "dtype", "device", "requires_grad", "connected"})
+
+
+def differs_only_in_form(
+    sent: Mapping[str, Any],
+    got: dict[str, Any],
+    want: dict[str, Any],
+    aspects: Sequence[Aspect],
+    tolerances: Mapping[str, Tolerance],
+) -> bool:
+    """Whether an answer that failed agrees with the expected one once its form is set aside: the same number of
+    results of the same shapes, every value equal within the coarser dtype's tolerance (a Python number read as a
+    0-dim tensor), gradients as expected and inputs left alone. Such a failure is a form's, not a value's."""
+    if "raised" in got or "raised" in want or "backward_error" in got or "backward_error" in want:
+        return False
+    mine, theirs = _flatten(got["output"], ""), _flatten(want["output"], "")
+    if len(mine) != len(theirs):
+        return False
+    for (_, g), (_, w) in zip(mine, theirs, strict=True):
+        gv, wv = _as_tensor(g), _as_tensor(w)
+        if gv is None or wv is None:
+            if g.get("kind") != w.get("kind") or g.get("value") != w.get("value"):
+                return False
+            continue
+        if gv.shape != wv.shape:
+            return False
+        if {"values", "values_exact"} & set(aspects):
+            coarse = max((_RTOL.get(gv.dtype, 0.0), _RTOL.get(wv.dtype, 0.0)))
+            if compare_tensors("", gv, wv, Tolerance(rtol=coarse, atol=coarse * 1e-3), evidence=False) is not None:
+                return False
+    if "grads" in aspects and compare_grads(got, want, ["grads"], tolerances, evidence=False) is not None:
+        return False
+    return "inputs_unchanged" not in aspects or compare_inputs(sent, got) is None
+
+
+# The rounding step of each dtype an answer may come in: two answers in different dtypes agree in value when they
+# differ by no more than the coarser one's step.
+_RTOL = {
+    torch.float64: 1e-9,
+    torch.float32: 1e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 1.6e-2,
+}
+
+
+def _as_tensor(desc: dict[str, Any]) -> torch.Tensor | None:
+    value = desc.get("value")
+    if desc.get("kind") == "tensor" and isinstance(value, torch.Tensor):
+        return value
+    if desc.get("kind") == "python" and isinstance(value, (bool, int, float)):
+        return torch.tensor(float(value), dtype=torch.float64)
+    return None

@@ -7,8 +7,13 @@ each of those solutions does on every case (trusted side, cached like the expect
 compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the report's
 diagnosis lists the charged ones, the one explaining most failing cases first.
 
-Follow-through credit, as an exam marker carries an error forward: a failing case explained by a charged
-misconception earns its points in every check that does not own that misconception. The owner checks charge it.
+Follow-through credit, as an exam marker carries an error forward, carries answers: a failing case whose answer
+matches a charged misconception's earns its points in every check that does not own that misconception. The owner
+checks charge it, and a case an owner check charges to one misconception is never credited there through another.
+A raised exception or a missing series carries only when the learner behaves like that misconception on every
+case (it is *faithful* to it): otherwise raising the exception a misreading raises would buy the points of cases
+the learner fails for another reason. A misconception charged only through a result's form (its type, dtype,
+device or a graph flag) carries no value credit into T1-T3: there it credits only failures of form.
 """
 
 from __future__ import annotations
@@ -69,10 +74,13 @@ def load_misconceptions(path: Path, check_ids: Iterable[str], wrong_dir: Path) -
 
 @dataclass(frozen=True)
 class Explained:
-    """One failing case and the misconceptions whose observation it matches."""
+    """One failing case and the misconceptions whose observation it matches: by answering alike, or by failing
+    alike (`failures`, a subset); `form_only` when its answer differs from the expected one only in form."""
 
     check: str
     misconceptions: tuple[str, ...]
+    failures: tuple[str, ...] = ()
+    form_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,11 +127,65 @@ def candidates(failing: list[Explained]) -> set[str]:
     return {mid for case in failing for mid in case.misconceptions}
 
 
-def follow_through(check: str, explained_by: tuple[str, ...], charged: Mapping[str, Misconception]) -> str | None:
-    """The charged misconception that carries this failing case of `check` forward, if any: one that explains
-    the case and does not own the check (its owners charge it already)."""
-    for mid in explained_by:
-        misconception = charged.get(mid)
-        if misconception is not None and check not in misconception.owners:
+# The tiers that score values: a misconception of form carries no credit of a value into them.
+VALUE_TIERS = frozenset({"T1", "T2", "T3"})
+
+
+@dataclass(frozen=True)
+class Credit:
+    """What follow-through may carry in one grade: the charged misconceptions, those the learner is faithful to
+    (whose failures carry too), and those charged only through a result's form."""
+
+    charged: Mapping[str, Misconception]
+    faithful: frozenset[str] = frozenset()
+    form_charged: frozenset[str] = frozenset()
+
+
+NO_CREDIT = Credit({})
+
+
+def credit_for(
+    failing: list[Explained], charged: Mapping[str, Misconception], contradicted: Mapping[str, int]
+) -> Credit:
+    """The credit a grade's charged misconceptions carry, from every failing case of the grade."""
+    faithful = frozenset(
+        mid for mid in charged if contradicted.get(mid, 0) == 0 and all(mid in case.misconceptions for case in failing)
+    )
+    form_charged = frozenset(
+        mid
+        for mid, misconception in charged.items()
+        if all(
+            case.form_only and mid not in case.failures
+            for case in failing
+            if case.check in misconception.owners and mid in case.misconceptions
+        )
+    )
+    return Credit(charged, faithful, form_charged)
+
+
+def follow_through(
+    check: str,
+    tier: str,
+    answers: tuple[str, ...],
+    failures: tuple[str, ...],
+    form_only: bool,
+    credit: Credit,
+) -> str | None:
+    """The charged misconception that carries this failing case of `check` forward, if any.
+
+    None when a charged misconception that explains the case owns the check (it charges the case there); else the
+    first whose answer the case matches (one charged by form only, in a value tier, when the case fails by form
+    only), else the first the case fails like, when the learner is faithful to it and it is not one of form in a
+    value tier."""
+    charged = credit.charged
+    explaining = [mid for mid in (*answers, *failures) if mid in charged]
+    if any(check in charged[mid].owners for mid in explaining):
+        return None
+    value_tier = tier in VALUE_TIERS
+    for mid in answers:
+        if mid in charged:
+            return mid
+    for mid in failures:
+        if mid in credit.faithful and not (value_tier and mid in credit.form_charged):
             return mid
     return None

@@ -19,7 +19,7 @@ from grader.confine.zygote import Zygote
 from grader.judge.checks import CheckRun, run_check
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
-from grader.judge.diagnosis import Explained, Finding, candidates, diagnose
+from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
 from grader.judge.expectations import Expectations
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.problem import Problem
@@ -151,14 +151,24 @@ def _judge(
             timed_publicly.add(check.id)
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
-    findings = diagnose(failing, problem.misconceptions, _contradictions(context, runs.values(), candidates(failing)))
+    contradicted = _contradictions(context, runs.values(), candidates(failing))
+    findings = diagnose(failing, problem.misconceptions, contradicted)
     supervisor.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
     visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
-    charged = {f.misconception.id: f.misconception for f in findings} if follow else {}
+    charged = {f.misconception.id: f.misconception for f in findings}
+    credit = credit_for(failing, charged, contradicted) if follow else NO_CREDIT
     # a visible check's score must follow from visible results alone (a learner reads it before hidden
     # results are published): it carries forward only misreadings a visible owner check charges
-    charged_visibly = {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)}
-    results = [runs[c.id].result(charged_visibly if c.id in visible else charged) for c in problem.spec.checks]
+    # (faithfulness and form included, judged on the visible checks' cases alone)
+    visibly = NO_CREDIT
+    if follow:
+        shown = [run for run in runs.values() if run.check.id in visible]
+        visibly = credit_for(
+            [case for case in failing if case.check in visible],
+            {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)},
+            _contradictions(context, shown, candidates(failing)),
+        )
+    results = [runs[c.id].result(visibly if c.id in visible else credit) for c in problem.spec.checks]
     for result in results:
         result.duration_public = result.id in timed_publicly
     status = Status.GRADED
@@ -220,7 +230,7 @@ def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -
 
 def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
     return [
-        Explained(run.check.id, case.explained_by)
+        Explained(run.check.id, (*case.explained_by, *case.fails_like), case.fails_like, case.form_only)
         for run in runs
         if run.tally is not None
         for case in run.tally.outcomes

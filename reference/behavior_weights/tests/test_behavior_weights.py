@@ -21,6 +21,7 @@ from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 PROBLEM = "behavior_weights"
+CREDIT = Path(__file__).resolve().parent / "credit"  # a file that raises as a misreading does, and its twin
 CORRECT, MISTAKE = "grace_flat_tokens", "henry_open_interval"
 Function = Callable[..., Any]
 
@@ -147,9 +148,10 @@ def test_hidden_seeds_appear_in_no_learner_visible_file(problem: Problem) -> Non
 
 @pytest.fixture(scope="module")
 def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
-    """The samples and the starter, graded in one `grade-all` call."""
+    """The samples, the starter and the follow-through pair of credit/, graded in one `grade-all` call."""
     starter = (ROOT / "problems" / PROBLEM / "starter.py").read_text()
-    batch = grade_samples(run_cli, tmp_path_factory, PROBLEM, {"starter.py": starter})
+    pair = {path.name: path.read_text() for path in CREDIT.glob("*.py")}
+    batch = grade_samples(run_cli, tmp_path_factory, PROBLEM, {"starter.py": starter, **pair})
     return batch.out, batch.reports
 
 
@@ -181,3 +183,14 @@ def test_starter_earns_only_the_signature_points(graded) -> None:
     checks = checks_of(reports["starter"])
     assert reports["starter"]["score"] == checks["signatures"]["score"] == checks["signatures"]["max_score"]
     assert "NotImplementedError" in checks["oracle_tis"]["message"]
+
+
+def test_raising_as_a_misreading_does_buys_no_credit(graded: tuple[Path, dict[str, dict[str, Any]]]) -> None:
+    """The TIS bug with a mask used as a bool raises RuntimeError where the mask misreading does; those failures
+    are not that misreading's alone, so nothing is carried for them and the file earns no more than its twin."""
+    _, reports = graded
+    raising, twin = reports["tis_masks_bool_mask"], reports["tis_masks"]
+    assert {d["id"] for d in raising["diagnosis"]} >= {"tis_masks", "mask_used_as_bool"}
+    credited = {c["id"]: c["followed_through"] for c in checks_of(raising).values() if c["cases_followed_through"]}
+    assert all("mask_used_as_bool" not in mids for mids in credited.values()), credited
+    assert raising["score"] <= twin["score"]

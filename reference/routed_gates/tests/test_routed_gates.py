@@ -23,7 +23,9 @@ from grader.worker.protocol import observe_call
 
 PROBLEM = "routed_gates"
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
+CREDIT = Path(__file__).resolve().parent / "credit"  # a file that misreads a form on purpose, and its twin
 # |F_train - F_rollout| on the even 2001-point grid with the base shift, as computed with an independent script
+T3_CHECKS = {"selection_jumps", "replayed_difference", "sweep_no_replay", "sweep_replay", "replay_gradient"}
 KNOWN_SWITCHES, KNOWN_JUMP, KNOWN_SAME_ROUTE = 40, 0.685267, 0.006511
 
 
@@ -101,8 +103,9 @@ def reference_toy(problem: Problem) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """The two sample submissions, graded in one `grade-all` run."""
-    return grade_samples(run_cli, tmp_path_factory, PROBLEM).reports
+    """The two sample submissions and the follow-through pair of credit/, graded in one `grade-all` run."""
+    pair = {path.name: path.read_text() for path in CREDIT.glob("*.py")}
+    return grade_samples(run_cli, tmp_path_factory, PROBLEM, pair).reports
 
 
 # ---------------------------------------------------------------- the oracle beyond T1 (T1: tests/test_problems.py)
@@ -288,3 +291,12 @@ def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
     text = "".join(p.read_text() for p in learner_files)
     for seed in problem.grading_seeds:
         assert not re.search(rf"(?<![\w.]){seed}(?![\w.])", text), seed
+
+
+def test_a_misreading_of_form_buys_no_toy_series(graded: dict[str, dict[str, Any]]) -> None:
+    """A float routing map breaks the toy as the declared misreading's own does; a file that also ignores replay
+    is not that misreading, and the series it fails to make are not credited."""
+    report, twin = graded["no_replay_float_map"], graded["no_replay"]
+    toy = [c for c in checks_of(report).values() if c["id"] in T3_CHECKS]
+    assert toy and all(c["score"] == 0 and c["cases_followed_through"] == 0 for c in toy)
+    assert report["score"] <= twin["score"]
