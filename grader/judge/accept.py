@@ -284,7 +284,7 @@ def accept_hello(message: Any) -> dict[str, Any]:
             line, text = message.get("line"), message.get("message", "")
             if type(text) is not str:
                 raise Malformed("the import error's message is not a string")
-            # a SyntaxError's message is the learner's own text, however long: cut, not refused
+            # the worker passes a SyntaxError's own message on whole, however long: cut, not refused
             return {
                 "op": Op.IMPORT_ERROR.value,
                 "type": budget.string(message.get("type", "ImportError"), "type"),

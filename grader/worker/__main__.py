@@ -61,9 +61,7 @@ def import_report(submission: str, functions: list[str]) -> tuple[ModuleType | N
     try:
         module = load_module(SUBMISSION_MODULE, submission)
     except SyntaxError as exc:
-        return None, messages.import_failed(
-            {"type": "SyntaxError", "message": str(exc.msg)[: protocol.MESSAGE_CHARS]}, exc.lineno
-        )
+        return None, messages.import_failed({"type": "SyntaxError", "message": str(exc.msg)}, exc.lineno)
     except BaseException as exc:  # any failure at import is the learner's
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == submission]
         line = frames[-1].lineno if frames else None

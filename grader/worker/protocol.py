@@ -40,9 +40,10 @@ HEAD = struct.Struct(">I")  # the JSON header's length
 MAX_TENSORS = 4096  # tensors in one frame: one per input, output and gradient, and no message holds thousands
 MAX_DIMS = 64  # of one tensor; the judge accepts far fewer in an answer
 MAX_INT_BITS = 4096  # a larger int crosses as an infinity: its digits would cost the reader time, and none is valid
-MESSAGE_CHARS = 4096  # of a message passed on whole (a SyntaxError's): what the judge keeps of one
 MAX_NESTING = 64  # JSON levels of a bounded header; an answer's descriptions nest a few levels of four each
-MAX_STRING_BYTES = 1 << 20  # of one JSON string of a bounded header, as written; no honest answer nears it
+# of one JSON string of a bounded header, as written: above the text one answer may carry (an 8 MiB exception
+# type is the learner's malformed answer, read and refused by the judge), well under a frame
+MAX_STRING_BYTES = 16 << 20
 MAX_NUMBER_BYTES = len(str(-(1 << MAX_INT_BITS)))  # the longest number `encode` writes
 DTYPES = {str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
 FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

@@ -1,6 +1,5 @@
 """Every call raises an exception whose class name is 8 MiB long (the worker caps messages, not type names):
-an answer that large is refused as unreadable before its header is parsed, and no report, page or terminal may
-carry it."""
+an answer that large is the learner's malformed answer, and no report, page or terminal may carry it."""
 # expect_status: graded, budget_exceeded
 # expect_score: signatures_only
 

@@ -1,5 +1,5 @@
 """Raises, at import, a SyntaxError whose message is 8 MiB of text with an escape sequence every 4 KiB (the
-worker passes on the first 4096 characters): the report must stay small and the terminal output bounded."""
+worker passes a SyntaxError's message on whole): the report must stay small and the terminal output bounded."""
 # expect_status: import_error
 # expect_score: 0
 
