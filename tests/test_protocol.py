@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import math
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 import torch
 
 from grader.confine.sandbox_init import check_config
+from grader.judge.accept import MAX_FRAME_VALUES, MAX_ITEMS, MAX_PARAMS, accept_frame, accept_hello
 from grader.judge.cases import Call
 from grader.worker import messages, protocol
+from grader.worker.framing import FrameOverdue
 from grader.worker.protocol import HEAD, MAGIC, ProtocolError, decode, encode, read_frame, write_frame
 
 HEADER_BYTES = 8
@@ -327,6 +330,7 @@ def test_the_sandbox_config_is_checked_before_any_step() -> None:
         '{"D":[["x",{"F":"SECRET-4711"}]]}',
         '{"D":[["x",{"X":["SECRET-4711",[1],[1],0,4]}]]}',
         '{"D":[["x",{"X":["float32",[4711],[1],0,4]}]]}',
+        " " * 4711 + "}",  # JSON's own message gives the position
     ],
 )
 def test_a_refusal_quotes_nothing_the_sender_chose(head: str) -> None:
@@ -334,3 +338,71 @@ def test_a_refusal_quotes_nothing_the_sender_chose(head: str) -> None:
     with pytest.raises(ProtocolError) as refused:
         decode(_payload(head, bytes(4) if '"X"' in head else b""))
     assert "4711" not in str(refused.value)
+
+
+# ----------------------------------------------------------------------------- bounded headers
+
+FRAME_LIMIT = 64 << 20  # the judge's default result limit: each header below is as large as a frame may be
+N = FRAME_LIMIT // 16
+
+
+def _bounded(head: bytes) -> bytes:
+    return MAGIC + HEAD.pack(len(head)) + head
+
+
+# Each header, at the size of a whole frame, is refused by one bound. "4711" is the sender's choice throughout:
+# no refusal may quote it.
+HOSTILE_HEADERS: dict[str, tuple[Callable[[], bytes], str]] = {
+    "millions of empty lists": (lambda: b"[" + b"[]," * (FRAME_LIMIT // 3) + b"[]]", "more than 65536 values"),
+    "millions of numbers": (lambda: b"[" + b"4711," * (FRAME_LIMIT // 5) + b"0]", "more than 65536 values"),
+    "deep nesting": (lambda: b"[" * FRAME_LIMIT, "nests deeper than 64 levels"),
+    "deep nesting of tags": (lambda: b'{"T":[' * (FRAME_LIMIT // 6), "nests deeper than 64 levels"),
+    "one huge string": (lambda: b'["' + b"4711" * (FRAME_LIMIT // 4) + b'"]', "string .* longer than"),
+    "a huge string of escapes": (lambda: b'["' + b"\\u4711" * (FRAME_LIMIT // 6) + b'"]', "string .* longer than"),
+    "many keys": (lambda: b'{"D":[' + b'["k4711",0],' * (FRAME_LIMIT // 12) + b"]}", "more than 65536 values"),
+    "many object keys": (lambda: b"{" + b'"k4711":0,' * (FRAME_LIMIT // 10) + b"}", "more than 65536 values"),
+    "only separators": (lambda: b"[" + b"," * FRAME_LIMIT + b"]", "more than 65536 values"),
+    "a huge number": (lambda: b"[" + b"4711" * (FRAME_LIMIT // 4) + b"]", "number .* longer than"),
+    "unended strings": (lambda: b'["' + b'\\"' * (FRAME_LIMIT // 2), "does not end"),
+}
+
+
+def _memory(field: str) -> int:
+    """Bytes of this process's resident memory now (VmRSS), or at its peak since the last reset (VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) << 10
+    raise LookupError(field)
+
+
+@pytest.mark.parametrize("shape", list(HOSTILE_HEADERS))
+def test_a_hostile_header_is_refused_quickly_and_for_little_memory(shape: str) -> None:
+    """Refused by a scan of the header that allocates nothing of its size and quotes none of it, whatever its
+    shape: parsing a header of 22 million empty lists would cost 1.6 GB, and rebuilding it as much again."""
+    make, why = HOSTILE_HEADERS[shape]
+    payload = _bounded(make())
+    Path("/proc/self/clear_refs").write_text("5")  # the peak resident size starts again from the current one
+    before = _memory("VmRSS")
+    started = time.process_time()
+    with pytest.raises(ProtocolError, match=why) as refused:
+        decode(payload, max_values=MAX_FRAME_VALUES)
+    assert time.process_time() - started < 2.0  # CPU seconds; the slowest shape takes half of one
+    assert _memory("VmHWM") - before < 16 << 20  # the frame is 64 MiB
+    assert "4711" not in str(refused.value) and str(len(payload)) not in str(refused.value)
+
+
+def test_what_honest_workers_send_passes_the_bounds() -> None:
+    """The largest hello the judge accepts (64 functions of 64 parameters) and an answer full of text."""
+    params = [{"name": f"p{i}", "kind": "POSITIONAL_OR_KEYWORD", "has_default": False} for i in range(MAX_PARAMS)]
+    hello = messages.ready({f"f{j}": {"callable": True, "params": params} for j in range(MAX_ITEMS)})
+    assert len(accept_hello(accept_frame(encode(hello)[HEADER_BYTES:]))["functions"]) == MAX_ITEMS
+    raised = protocol.describe_exception(ValueError("\u00e9\U0001f600 " * 4096))
+    answer = messages.observed({"raised": raised, "inputs_after": {"x": torch.zeros(3, 4)}})
+    assert accept_frame(encode(answer)[HEADER_BYTES:])["raised"] == raised
+
+
+def test_a_frame_read_after_its_deadline_is_overdue() -> None:
+    payload = encode(messages.observed({"inputs_after": {}}))[HEADER_BYTES:]
+    with pytest.raises(FrameOverdue):
+        decode(payload, max_values=MAX_FRAME_VALUES, deadline=time.monotonic() - 1)
+    assert decode(payload, max_values=MAX_FRAME_VALUES, deadline=time.monotonic() + 60)["op"] == "observed"

@@ -20,17 +20,19 @@ from grader.worker import protocol
 from grader.worker.framing import ProtocolError
 from grader.worker.messages import Op
 
-MAX_FRAME_VALUES = 1 << 16  # values in one decoded frame
+MAX_FRAME_VALUES = 1 << 16  # JSON values in a frame's header; the largest hello accepted holds 50 000
 MAX_SERIES_POINTS = 4096  # a part's series longer than this is refused: it would only cost the judge
 
 
 # ----------------------------------------------------------------------------- frames
 
 
-def accept_frame(payload: bytes) -> dict[str, Any]:
+def accept_frame(payload: bytes, deadline: float | None = None) -> dict[str, Any]:
     """A frame's payload decoded (plain data only: JSON and raw tensor bytes, no code run, no memory beyond
-    the frame's own) and checked; ProtocolError otherwise."""
-    return check_tensors(protocol.decode(payload))
+    the frame's own) and checked; ProtocolError otherwise, FrameOverdue once `deadline` has passed. Its header
+    is bounded in values, nesting and lengths before it is parsed, so refusing a frame costs little whatever
+    its shape."""
+    return check_tensors(protocol.decode(payload, max_values=MAX_FRAME_VALUES, deadline=deadline))
 
 
 def check_tensors(message: dict[str, Any]) -> dict[str, Any]:

@@ -17,10 +17,16 @@ from grader.judge.cases import Call
 from grader.judge.checks import LearnerFailure
 from grader.model.spec import Limits
 from grader.model.verdicts import Status, Verdict
-from grader.worker.framing import ProtocolError
+from grader.worker.framing import FrameOverdue, ProtocolError
 from grader.worker.messages import Op, calls_request
 
 BUDGET_RAN_OUT = "the submission's time budget ran out before this case"
+# Unreadable frames one submission's workers may send before none is started again: an honest worker sends none,
+# and each costs the judge the reading of up to a whole frame and a restart, which under load takes seconds.
+MAX_REFUSED_FRAMES = 2
+KEPT_SENDING_UNREADABLE = (
+    f"the worker sent {MAX_REFUSED_FRAMES} unreadable answers; it was not restarted, and this case was not run"
+)
 
 
 class WorkerSupervisor:
@@ -58,6 +64,7 @@ class WorkerSupervisor:
         # could carry that case's inputs (a restarted worker too, through files its predecessor left), so
         # learner-facing messages quote none of it
         self.saw_hidden = False
+        self.refused_frames = 0
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -98,11 +105,16 @@ class WorkerSupervisor:
         self.slot.release()
 
     def _receive(self, worker: WorkerProcess, timeout: float) -> dict[str, Any]:
-        """The next frame, read as plain data; a frame that cannot be read is the worker's crash."""
+        """The next frame, read as plain data within `timeout`, decoding included; a frame that cannot be read is
+        the worker's crash, and is counted."""
+        deadline = time.monotonic() + timeout
         payload = worker.receive(timeout)
         try:
-            return accept_frame(payload)
+            return accept_frame(payload, deadline)
+        except FrameOverdue:
+            raise WorkerTimeout() from None
         except ProtocolError as exc:
+            self.refused_frames += 1
             raise WorkerCrashed(f"the worker sent unreadable data ({exc})") from None
 
     def _ready_worker(self) -> WorkerProcess:
@@ -110,6 +122,8 @@ class WorkerSupervisor:
         if self.remaining() <= 0:
             raise LearnerFailure(Verdict.SKIPPED, BUDGET_RAN_OUT)
         if self.worker is None:
+            if self.refused_frames >= MAX_REFUSED_FRAMES:
+                raise LearnerFailure(Verdict.CRASHED, KEPT_SENDING_UNREADABLE)
             restarted = self.start()
             if restarted in (Status.IMPORT_TIMEOUT, Status.BUDGET_EXCEEDED) or self.remaining() <= 0:
                 raise LearnerFailure(Verdict.SKIPPED, BUDGET_RAN_OUT)

@@ -6,7 +6,10 @@ the message as JSON, in which each object is a tag of one key: `D` a dict (its i
 their type), `T` a tuple, `F` a float JSON cannot write (NaN, infinities), `X` a dense CPU tensor (dtype,
 size, stride, storage offset, storage bytes), `E` a tensor that cannot cross (sparse, meta, quantized, ...).
 Decoding runs no code of the sender's choosing: JSON, then `torch.empty(...).set_()` over a copy of the bytes,
-each tensor with a storage of its own whose size the frame itself accounts for. Plain data only: dicts,
+each tensor with a storage of its own whose size the frame itself accounts for. A frame from the other side
+of the trust boundary is bounded before it is parsed: one pass over its header's tokens counts values, nesting
+and the length of every string and number, and refuses the header at the first bound it crosses, so a header of
+millions of empty lists costs a fraction of a second and no memory. Plain data only: dicts,
 lists, tuples, str, int, float, bool, None and tensors. What decoding says of a bad frame quotes none of its
 text or numbers: a worker that has seen a hidden case could otherwise pass it on in the judge's own message.
 The judge runs the reference through the same `observe_call` so both are measured the same way.
@@ -18,7 +21,9 @@ import ctypes
 import json
 import math
 import os
+import re
 import struct
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,6 +31,7 @@ from typing import Any
 import torch
 
 from .framing import HEADER as HEADER  # re-exported: the worker speaks through this module alone
+from .framing import FrameOverdue
 from .framing import ProtocolError as ProtocolError
 
 PYTHON_SCALARS = (bool, int, float, str, type(None))
@@ -34,6 +40,11 @@ HEAD = struct.Struct(">I")  # the JSON header's length
 MAX_TENSORS = 4096  # tensors in one frame: one per input, output and gradient, and no message holds thousands
 MAX_DIMS = 64  # of one tensor; the judge accepts far fewer in an answer
 MAX_INT_BITS = 4096  # a larger int crosses as an infinity: its digits would cost the reader time, and none is valid
+MAX_NESTING = 64  # JSON levels of a bounded header; an answer's descriptions nest a few levels of four each
+# of one JSON string of a bounded header, as written: above the text one answer may carry (an 8 MiB exception
+# type is the learner's malformed answer, read and refused by the judge), well under a frame
+MAX_STRING_BYTES = 16 << 20
+MAX_NUMBER_BYTES = len(str(-(1 << MAX_INT_BITS)))  # the longest number `encode` writes
 DTYPES = {str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
 FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -74,25 +85,80 @@ def _pack_tensor(tensor: torch.Tensor, blobs: list[bytes]) -> dict[str, Any]:
     return {"X": [dtype, list(tensor.shape), list(tensor.stride()), tensor.storage_offset(), size]}
 
 
-def decode(payload: bytes, max_tensors: int | None = MAX_TENSORS) -> dict[str, Any]:
+def decode(
+    payload: bytes, max_tensors: int | None = MAX_TENSORS, max_values: int | None = None, deadline: float | None = None
+) -> dict[str, Any]:
     """The message a frame's payload holds; ProtocolError for anything but a well-formed frame of plain data.
-    `max_tensors` None: no limit (a file the judge wrote itself)."""
+    `max_tensors` None: no limit (a file the judge wrote itself). `max_values`: the header is checked against it,
+    `MAX_NESTING` and the string and number bounds before it is parsed. FrameOverdue once `deadline` (of
+    `time.monotonic`) has passed, checked while the header is scanned and when the message is whole."""
     try:
-        if payload[: len(MAGIC)] != MAGIC:
+        view = memoryview(payload)
+        if view[: len(MAGIC)] != MAGIC:
             raise ProtocolError("not a frame of this protocol")
         start = len(MAGIC) + HEAD.size
-        (head_size,) = HEAD.unpack(payload[len(MAGIC) : start])
-        head = json.loads(payload[start : start + head_size], parse_constant=_no_constant)
-        blobs = _Blobs(memoryview(payload)[start + head_size :], max_tensors)
+        (head_size,) = HEAD.unpack(view[len(MAGIC) : start])
+        if max_values is not None:
+            _check_header(view[start : start + head_size], max_values, deadline)
+        head = json.loads(bytes(view[start : start + head_size]), parse_constant=_no_constant)
+        blobs = _Blobs(view[start + head_size :], max_tensors)
         message = _unpack(head, blobs)
         blobs.finish()
+        _check_deadline(deadline)
     except ProtocolError:
         raise
+    except json.JSONDecodeError:  # its message gives a position in the header, which the sender chose
+        raise ProtocolError("unreadable frame: its header is not JSON") from None
     except (ValueError, TypeError, KeyError, IndexError, RecursionError, RuntimeError, OverflowError) as exc:
         raise ProtocolError(f"unreadable frame: {type(exc).__name__}: {exc}"[:300]) from None
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a dict")
     return message
+
+
+# One token of a JSON text per match, and every byte belongs to one: a string that does not end matches as a lone
+# quote and the scan stops there, so no position is tried twice and a pass is linear in the header's length.
+_TOKEN = re.compile(
+    rb'(?P<space>[ \t\n\r]++)|(?P<string>"[^"\\]*+(?:\\.[^"\\]*+)*+")|(?P<open>[\[{])|(?P<close>[\]}])'
+    rb'|(?P<separator>[,:])|(?P<scalar>[^ \t\n\r"\[\]{},:]++)|(?P<unended>")',
+    re.DOTALL,
+)
+_DEADLINE_EVERY = 1 << 12  # tokens between two looks at the clock
+
+
+def _check_header(head: memoryview, max_values: int, deadline: float | None) -> None:
+    """Refuse a JSON header that holds more than `max_values` values (each list, object, string and number
+    counts, at any depth), nests deeper than `MAX_NESTING` or holds a string or number longer than its bound,
+    before anything parses it. A token that is not a value (a separator, a closing bracket) follows at most one
+    value, so a header may have three times as many tokens as values and no more."""
+    values = tokens = depth = 0
+    for count, token in enumerate(_TOKEN.finditer(head)):
+        if count % _DEADLINE_EVERY == 0:
+            _check_deadline(deadline)
+        kind = token.lastgroup
+        if kind == "space":
+            continue
+        tokens += 1
+        if kind == "open":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ProtocolError(f"a frame's header nests deeper than {MAX_NESTING} levels")
+        elif kind == "close":
+            depth -= 1
+        elif kind == "unended":
+            raise ProtocolError("unreadable frame: a string of its header does not end")
+        elif kind == "string" and token.end() - token.start() > MAX_STRING_BYTES:
+            raise ProtocolError(f"a string in a frame's header is longer than {MAX_STRING_BYTES} bytes")
+        elif kind == "scalar" and token.end() - token.start() > MAX_NUMBER_BYTES:
+            raise ProtocolError(f"a number in a frame's header is longer than {MAX_NUMBER_BYTES} characters")
+        values += kind != "separator" and kind != "close"
+        if values > max_values or tokens > 3 * max_values:
+            raise ProtocolError(f"more than {max_values} values in one frame")
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise FrameOverdue("the frame was not read within its call's time limit")
 
 
 def _no_constant(name: str) -> Any:
