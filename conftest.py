@@ -1,5 +1,10 @@
 """Fixtures shared by the harness's tests (tests/) and each problem's own (reference/<id>/tests/): project paths, a
-CLI runner, and batches of submissions graded once per test session."""
+CLI runner, batches of submissions graded once per test session, and the tiers.
+
+Tiers: a test is `e2e` when it runs a sandboxed worker, the CLI in a subprocess or a browser; `make test-fast` runs
+every other test (`-m "not e2e"`), `make test` all of them. The marker is applied here, by module or by fixture (see
+`E2E_MODULES`, `E2E_FIXTURES`), so a new test in an end-to-end module is classified without marking it; and a test
+outside the tier that starts a sandboxed worker fails, saying so."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ PROBLEM = "glm5_offpolicy"
 SAMPLES = ROOT / "tests" / "samples"
 TRIVIAL = ROOT / "reference" / PROBLEM / "tests" / "trivial"  # its trivial answers, proved with every problem's
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
+# The tests' expectations cache, kept between runs (gitignored with the rest of artifacts/): each problem's entries
+# are keyed by its own files and the code that computes them, so a change elsewhere recomputes nothing of it.
+TEST_CACHE = Path(os.environ.get("PAPERLEET_TEST_CACHE", ROOT / "artifacts" / "test-cache"))
 # Small limits keep hostile samples cheap: a hang costs at most 40 s of one grading job.
 SMALL_LIMITS = ["--call-timeout", "2", "--import-timeout", "10", "--budget", "40"]
 SYNTAX_ERROR_LINE = 4
@@ -29,6 +37,58 @@ SYNTAX_ERROR = (
     "def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2)\n"  # line 4
     "    return logp\n"
 )
+
+
+# ---------------------------------------------------------------- tiers
+
+# Modules whose every test goes through a sandboxed worker, a subprocess or a browser.
+E2E_MODULES = frozenset(
+    {
+        "test_browser",
+        "test_channels",
+        "test_cli",
+        "test_hostile",
+        "test_sandbox",
+        "test_zygote",
+    }
+)
+# Fixtures that grade through the sandbox or the CLI: a test that uses one, even through another fixture, is e2e.
+E2E_FIXTURES = frozenset({"run_cli", "proofs"})
+# Markers that imply e2e: `slow` (minutes on its own), `browser` (headless Chromium).
+E2E_IMPLIED = ("slow", "browser")
+
+
+def is_e2e(item: pytest.Item) -> bool:
+    return (
+        item.path.stem in E2E_MODULES
+        or not E2E_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        or any(item.get_closest_marker(name) for name in E2E_IMPLIED)
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # every in-process Expectations of the tests reads and fills the tests' own cache, never the repo's
+    os.environ["PAPERLEET_CACHE"] = str(TEST_CACHE)
+
+
+@pytest.fixture(autouse=True)
+def _in_process_unless_e2e(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside e2e, starting a sandboxed worker or its zygote fails: the test belongs in an e2e module."""
+    if request.node.get_closest_marker("e2e") is not None:
+        return
+    from grader.confine import session, zygote
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} starts a sandboxed worker: list its module in E2E_MODULES")
+
+    monkeypatch.setattr(session.WorkerProcess, "__init__", refuse)
+    monkeypatch.setattr(zygote.Zygote, "__init__", refuse)
 
 
 @dataclass(frozen=True)
@@ -50,12 +110,13 @@ def tier_scores(report: dict[str, Any]) -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Environment for CLI runs: artifacts and the expectations cache in a private folder, never the repo's."""
+    """Environment for CLI runs: artifacts in a private folder, the expectations in the tests' cache, never the
+    repo's."""
     home = tmp_path_factory.mktemp("cli")
     return {
         **os.environ,
         "PAPERLEET_ARTIFACTS": str(home / "artifacts"),
-        "PAPERLEET_CACHE": str(home / "cache"),
+        "PAPERLEET_CACHE": str(TEST_CACHE),
         "COLUMNS": "160",
     }
 

@@ -446,7 +446,7 @@ def test_what_the_worker_writes_passes() -> None:
     assert torch.equal(accepted["output"]["value"], message["output"]["value"])
 
 
-@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")  # torch deprecates the quantized tensor refused here
 @pytest.mark.parametrize(
     "make",
     [

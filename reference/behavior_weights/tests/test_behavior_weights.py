@@ -136,10 +136,6 @@ def test_reference_series_are_float64_vectors(problem: Problem, seed_index: int)
     assert 0 < float(series["bf16_on_bound"].min()) and float(series["bf16_on_bound"].max()) < 0.1
 
 
-def test_hidden_seeds_appear_in_no_learner_visible_file(problem: Problem) -> None:
-    visible = [*problem.problem_dir.rglob("*"), *(ROOT / "submissions" / PROBLEM).rglob("*")]
-    text = "\n".join(p.read_text() for p in visible if p.is_file() and p.suffix in (".py", ".md", ".toml"))
-    assert not [seed for seed in problem.grading_seeds if str(seed) in text]
 
 
 # ---------------------------------------------------------------- end to end, through the CLI

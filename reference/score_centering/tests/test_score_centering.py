@@ -4,7 +4,6 @@ samples graded end to end."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -255,9 +254,3 @@ def test_trivial_answer_earns_nothing_beyond_t0(graded: dict[str, dict[str, Any]
     passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
     scores = tier_scores(report)
     assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
-
-
-def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
-    learner_text = "".join(p.read_text() for p in Path(problem.problem_dir).glob("*") if p.is_file())
-    for seed in problem.grading_seeds:
-        assert str(seed) not in learner_text, seed
