@@ -1,23 +1,30 @@
 """Fixtures shared by the harness's tests (tests/) and each problem's own (reference/<id>/tests/): project paths, a
 CLI runner, batches of submissions graded once per test session, and the tiers.
 
-Tiers: a test is `e2e` when it runs a sandboxed worker, the CLI in a subprocess or a browser; `make test-fast` runs
+Tiers: a test is `e2e` when it starts another process (a sandboxed worker, the CLI, a browser); `make test-fast` runs
 every other test (`-m "not e2e"`), `make test` all of them. The marker is applied here, by module or by fixture (see
-`E2E_MODULES`, `E2E_FIXTURES`), so a new test in an end-to-end module is classified without marking it; and a test
-outside the tier that starts a sandboxed worker fails, saying so."""
+`E2E_MODULES`, `E2E_FIXTURES`), so a new test in an end-to-end module is classified without marking it; a test in a
+mixed module carries `@pytest.mark.e2e` itself, and one that starts a process without the marker fails, saying so."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from grader.judge.cases import Call
+from grader.model.problem import Problem
+from grader.model.verdicts import Verdict
+from grader.worker.protocol import observe_call
 
 ROOT = Path(__file__).resolve().parent
 PROBLEM = "glm5_offpolicy"
@@ -41,14 +48,13 @@ SYNTAX_ERROR = (
 
 # ---------------------------------------------------------------- tiers
 
-# Modules whose every test goes through a sandboxed worker, a subprocess or a browser.
+# Modules whose every test starts a sandboxed worker, the CLI or a browser.
 E2E_MODULES = frozenset(
     {
         "test_browser",
         "test_channels",
         "test_cli",
         "test_hostile",
-        "test_sandbox",
         "test_zygote",
     }
 )
@@ -77,18 +83,66 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["PAPERLEET_CACHE"] = str(TEST_CACHE)
 
 
-@pytest.fixture(autouse=True)
-def _in_process_unless_e2e(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Outside e2e, starting a sandboxed worker or its zygote fails: the test belongs in an e2e module."""
-    if request.node.get_closest_marker("e2e") is not None:
+@contextlib.contextmanager
+def _refusing_processes(item: pytest.Item) -> Iterator[None]:
+    """Outside e2e, starting a process (a sandboxed worker, its zygote, the CLI, a browser) fails, saying where the
+    test belongs; `subprocess.run` and every launcher of the grader go through `Popen`."""
+    if item.get_closest_marker("e2e") is not None:
+        yield
         return
-    from grader.confine import session, zygote
 
     def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"{request.node.nodeid} starts a sandboxed worker: list its module in E2E_MODULES")
+        raise AssertionError(f"{item.nodeid} starts a process: list its module in E2E_MODULES or mark it e2e")
 
-    monkeypatch.setattr(session.WorkerProcess, "__init__", refuse)
-    monkeypatch.setattr(zygote.Zygote, "__init__", refuse)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", refuse)
+        yield
+
+
+# fixtures are set up inside `pytest_runtest_setup`: a module's fixture that starts a process is refused too
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _refusing_processes(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _refusing_processes(item):
+        return (yield)
+
+
+# ---------------------------------------------------------------- one problem's facts
+
+_PROBLEMS: dict[str, Problem] = {}
+
+
+def problem_named(problem_id: str) -> Problem:
+    """Each problem loaded once for the whole run, whichever module asks."""
+    if problem_id not in _PROBLEMS:
+        _PROBLEMS[problem_id] = Problem(problem_id)
+    return _PROBLEMS[problem_id]
+
+
+@pytest.fixture
+def problem(request: pytest.FixtureRequest) -> Problem:
+    """The problem named by the test module's `PROBLEM`."""
+    return problem_named(request.module.PROBLEM)
+
+
+def all_seeds(problem: Problem) -> list[int]:
+    """The public seed and every hidden one: a lucky seed cannot hide behind the first."""
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+def observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
+    """`function` on `call` in process, observed as the worker observes a learner's."""
+    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
+
+
+def assert_full_marks(report: dict[str, Any]) -> None:
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,10 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 import torch
-from conftest import PROBLEM
 
 from grader.model.problem import Problem
 from grader.outputs.plots import ForkedDrawing, PlotJob, PlotServer, preview_file
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
 
 
 def _series(problem: Problem) -> dict[str, torch.Tensor]:

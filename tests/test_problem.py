@@ -21,11 +21,6 @@ GRADER = ROOT / "grader"
 WORKER = GRADER / "worker"
 
 
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
-
-
 def problem_ids() -> set[str]:
     """Every problem id the repo declares: each spec's `id` and each folder under problems/."""
     ids = {p.name for p in (ROOT / "problems").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}

@@ -1,7 +1,8 @@
 """What every problem must prove, written once over all of them: its hidden seeds appear in no learner-visible file,
 the reference earns full marks on every hidden seed, it agrees with the oracle, each known-wrong solution gets
-exactly its declared verdicts, and trivial answers earn nothing beyond T0. Each problem is graded once for the whole run (see `Proof`); `validate` is replayed on those
-reports, so its verdict logic is the one under test. Tests of one problem alone live in reference/<id>/tests/."""
+exactly its declared verdicts, and trivial answers earn nothing beyond T0. Each problem is graded once for the whole
+run (see `Proof`); `validate` is replayed on those reports, so its verdict logic is the one under test. Tests of one
+problem alone live in reference/<id>/tests/."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import PROBLEM, ROOT
+from conftest import PROBLEM, ROOT, problem_named
 
 from grader import cli, commands
 from grader.course.validate import MIN_SEEDS, Finding, failed_checks, reference_findings, wrong_findings
@@ -33,9 +34,8 @@ GRADED_TIERS = ("T1", "T2", "T3")
 Functions = dict[str, Callable[..., Any]]
 
 
-@functools.cache
 def _problem(problem_id: str) -> Problem:
-    return Problem(problem_id)
+    return problem_named(problem_id)
 
 
 def trivial_files(problem: Problem) -> list[Path]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import checks_of, grade_samples
+from conftest import assert_full_marks, checks_of, grade_samples
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import generator_for
@@ -42,11 +42,6 @@ def _centred() -> Callable[..., Any]:
 
 def _normalized(kwargs: dict[str, Any]) -> bool:
     return kwargs.get("std_normalize", True) is not False
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +116,7 @@ def test_centring_matches_no_normalized_t3_series(problem: Problem) -> None:
 
 def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
     report = graded["ada_segments"]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
     assert sorted(report["artifacts"]) == ["scale_centred.png", "scale_normalized.png"]
 
 
