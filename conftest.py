@@ -124,7 +124,7 @@ def problem_named(problem_id: str) -> Problem:
     return _PROBLEMS[problem_id]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def problem(request: pytest.FixtureRequest) -> Problem:
     """The problem named by the test module's `PROBLEM`."""
     return problem_named(request.module.PROBLEM)

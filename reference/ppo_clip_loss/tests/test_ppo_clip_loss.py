@@ -46,11 +46,11 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Call
 
 
 def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
-    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+    def observed(call: Call, timeout_s: float) -> dict[str, Any]:
         return accept_observation(observe(function, call))
 
     series: dict[str, torch.Tensor] = {}
-    for part in run_experiment(problem.experiment_module, ["ppo_clip_loss"], observe, seed, 120.0, 10.0):
+    for part in run_experiment(problem.experiment_module, ["ppo_clip_loss"], observed, seed, 120.0, 10.0):
         series.update(part.series)
     return series
 
