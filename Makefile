@@ -1,4 +1,5 @@
-# PaperLeet: `make grade` grades every submission; `make test` runs the harness's own tests.
+# PaperLeet: `make grade` grades every submission; `make test` runs the harness's own tests, `make test-fast` those
+# that run in process.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -31,7 +32,7 @@ ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup torch grade test previews validate bench lint format typecheck clean
+.PHONY: setup torch grade test test-fast previews validate bench lint format typecheck clean
 
 setup: $(STAMP)
 
@@ -75,6 +76,10 @@ validate: setup
 
 test: setup lint typecheck
 	$(PY) -m pytest -q
+
+# every test that runs in process: no sandboxed worker, no CLI subprocess, no browser (the `e2e` marker, conftest.py)
+test-fast: setup
+	$(PY) -m pytest -q -m "not e2e"
 
 # the harness's own code and tests; the course content (references, oracles, toys, statements) keeps its own layout
 CODE = grader tests conftest.py reference/*/tests

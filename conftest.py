@@ -1,24 +1,39 @@
 """Fixtures shared by the harness's tests (tests/) and each problem's own (reference/<id>/tests/): project paths, a
-CLI runner, and batches of submissions graded once per test session."""
+CLI runner, batches of submissions graded once per test session, and the tiers.
+
+Tiers: a test is `e2e` when it starts another process (a sandboxed worker, the CLI, a browser); `make test-fast` runs
+every other test (`-m "not e2e"`), `make test` all of them. The marker is applied here, by module or by fixture (see
+`E2E_MODULES`, `E2E_FIXTURES`), so a new test in an end-to-end module is classified without marking it; a test in a
+mixed module carries `@pytest.mark.e2e` itself, and one that starts a process without the marker fails, saying so."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grader.judge.cases import Call
+from grader.model.problem import Problem
+from grader.model.verdicts import Verdict
+from grader.worker.protocol import observe_call
+
 ROOT = Path(__file__).resolve().parent
 PROBLEM = "glm5_offpolicy"
 SAMPLES = ROOT / "tests" / "samples"
 TRIVIAL = ROOT / "reference" / PROBLEM / "tests" / "trivial"  # its trivial answers, proved with every problem's
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
+# The tests' expectations cache, kept between runs (gitignored with the rest of artifacts/): each problem's entries
+# are keyed by its own files and the code that computes them, so a change elsewhere recomputes nothing of it.
+TEST_CACHE = Path(os.environ.get("PAPERLEET_TEST_CACHE", ROOT / "artifacts" / "test-cache"))
 # Small limits keep hostile samples cheap: a hang costs at most 40 s of one grading job.
 SMALL_LIMITS = ["--call-timeout", "2", "--import-timeout", "10", "--budget", "40"]
 SYNTAX_ERROR_LINE = 4
@@ -29,6 +44,107 @@ SYNTAX_ERROR = (
     "def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2)\n"  # line 4
     "    return logp\n"
 )
+
+
+# ---------------------------------------------------------------- tiers
+
+# Modules whose every test starts a sandboxed worker, the CLI or a browser.
+E2E_MODULES = frozenset(
+    {
+        "test_browser",
+        "test_channels",
+        "test_cli",
+        "test_exports",
+        "test_gradescope_zip",
+        "test_hostile",
+        "test_zygote",
+    }
+)
+# Fixtures that grade through the sandbox or the CLI: a test that uses one, even through another fixture, is e2e.
+E2E_FIXTURES = frozenset({"run_cli", "proofs"})
+# Markers that imply e2e: `slow` (minutes on its own), `browser` (headless Chromium).
+E2E_IMPLIED = ("slow", "browser")
+
+
+def is_e2e(item: pytest.Item) -> bool:
+    return (
+        item.path.stem in E2E_MODULES
+        or not E2E_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        or any(item.get_closest_marker(name) for name in E2E_IMPLIED)
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # every in-process Expectations of the tests reads and fills the tests' own cache, never the repo's
+    os.environ["PAPERLEET_CACHE"] = str(TEST_CACHE)
+
+
+@contextlib.contextmanager
+def _refusing_processes(item: pytest.Item) -> Iterator[None]:
+    """Outside e2e, starting a process (a sandboxed worker, its zygote, the CLI, a browser) fails, saying where the
+    test belongs; `subprocess.run` and every launcher of the grader go through `Popen`."""
+    if item.get_closest_marker("e2e") is not None:
+        yield
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{item.nodeid} starts a process: list its module in E2E_MODULES or mark it e2e")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", refuse)
+        yield
+
+
+# fixtures are set up inside `pytest_runtest_setup`: a module's fixture that starts a process is refused too
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _refusing_processes(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _refusing_processes(item):
+        return (yield)
+
+
+# ---------------------------------------------------------------- one problem's facts
+
+_PROBLEMS: dict[str, Problem] = {}
+
+
+def problem_named(problem_id: str) -> Problem:
+    """Each problem loaded once for the whole run, whichever module asks."""
+    if problem_id not in _PROBLEMS:
+        _PROBLEMS[problem_id] = Problem(problem_id)
+    return _PROBLEMS[problem_id]
+
+
+@pytest.fixture(scope="module")
+def problem(request: pytest.FixtureRequest) -> Problem:
+    """The problem named by the test module's `PROBLEM`, glm5_offpolicy where it names none."""
+    return problem_named(getattr(request.module, "PROBLEM", PROBLEM))
+
+
+def all_seeds(problem: Problem) -> list[int]:
+    """The public seed and every hidden one: a lucky seed cannot hide behind the first."""
+    return [problem.spec.public_seed, *problem.grading_seeds]
+
+
+def observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
+    """`function` on `call` in process, observed as the worker observes a learner's."""
+    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
+
+
+def assert_full_marks(report: dict[str, Any]) -> None:
+    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
+    assert report["score"] == report["max_score"] == 100, lost
 
 
 @dataclass(frozen=True)
@@ -50,12 +166,13 @@ def tier_scores(report: dict[str, Any]) -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Environment for CLI runs: artifacts and the expectations cache in a private folder, never the repo's."""
+    """Environment for CLI runs: artifacts in a private folder, the expectations in the tests' cache, never the
+    repo's."""
     home = tmp_path_factory.mktemp("cli")
     return {
         **os.environ,
         "PAPERLEET_ARTIFACTS": str(home / "artifacts"),
-        "PAPERLEET_CACHE": str(home / "cache"),
+        "PAPERLEET_CACHE": str(TEST_CACHE),
         "COLUMNS": "160",
     }
 

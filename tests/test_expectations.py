@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 import torch
 
-from grader.judge.expectations import Expectations, _write, load_cache_file, single_threaded
+from grader.judge.expectations import (
+    GRADER_DIR,
+    Expectations,
+    _write,
+    computation_files,
+    load_cache_file,
+    single_threaded,
+)
 from grader.model.problem import Problem
 from grader.worker.protocol import ProtocolError
 
@@ -43,6 +50,15 @@ def test_misconception_observations_are_saved_apart_and_read_back_when_needed(
     assert again.keys() == computed.keys()
     for name, observation in computed.items():
         assert torch.equal(again[name]["output"]["value"], observation["output"]["value"])
+
+
+def test_the_cache_key_covers_the_code_that_computes_expectations_and_not_the_plots() -> None:
+    """An edit to the plots, the report, the sandbox or the command line keeps every problem's cached expectations."""
+    files = {path.relative_to(GRADER_DIR).as_posix() for path in computation_files()}
+    assert {"judge/expectations.py", "judge/cases.py", "judge/experiment.py", "worker/protocol.py"} <= files
+    assert {"model/problem.py", "model/known_wrong.py", "__init__.py", "judge/__init__.py"} <= files
+    assert not files & {"outputs/plots.py", "outputs/figures.py", "outputs/report.py", "commands.py", "cli.py"}
+    assert not [name for name in files if name.startswith("confine/")]
 
 
 def test_the_judge_stays_on_one_thread_after_computing_expectations() -> None:

@@ -255,6 +255,7 @@ def _verdicts(report: dict[str, Any]) -> dict[str, str]:
     return {check["id"]: check["verdict"] for tier in report["tiers"] for check in tier["checks"]}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_check_gives_the_reference_every_public_point(checked, packs: dict[str, Pack], problem_id: str) -> None:
     problem = packs[problem_id].problem
@@ -272,6 +273,7 @@ def test_check_gives_the_reference_every_public_point(checked, packs: dict[str, 
     assert "hidden" in table and f"{report['score']:g}/{report['max_score']:g}" in table
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_check_fails_a_known_wrong_file_where_it_must(checked, packs: dict[str, Pack], problem_id: str) -> None:
     _, must_fail = _known_wrong(packs[problem_id].problem)
@@ -311,6 +313,7 @@ def _unzipped(pack: Pack, folder: Path) -> Path:
     return folder / pack.problem.id
 
 
+@pytest.mark.e2e
 def test_check_without_torch_gives_a_one_line_install_hint(packs: dict[str, Pack], tmp_path: Path) -> None:
     root = _unzipped(packs[PROBLEMS[0]], tmp_path)
     venv = tmp_path / "bare"
@@ -323,6 +326,7 @@ def test_check_without_torch_gives_a_one_line_install_hint(packs: dict[str, Pack
     assert "--index-url https://download.pytorch.org/whl/cpu" in done.stderr
 
 
+@pytest.mark.e2e
 def test_check_of_a_file_that_does_not_import_exits_5(
     packs: dict[str, Pack], learner_python: Path, tmp_path: Path
 ) -> None:

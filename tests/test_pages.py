@@ -252,6 +252,7 @@ def test_plot_pairs_stack_on_narrow_screens() -> None:
     assert re.search(r"@media \(max-width: \d+px\) \{ \.pair \{ grid-template-columns: 1fr; \} \}", CSS)
 
 
+@pytest.mark.e2e
 def test_missing_previews_are_drawn_from_the_reference(tmp_path: Path) -> None:
     problem = Problem(PROBLEM)
     drawn = reference_previews(problem, tmp_path / "absent")

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import PROBLEM
 
 from grader.model.problem import Problem
 from grader.outputs.plots import ForkedDrawing, PlotJob, PlotServer, preview_file
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
 
 
 def _series(problem: Problem) -> dict[str, torch.Tensor]:
@@ -33,6 +27,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.e2e
 def test_jobs_forked_by_the_server_draw_what_a_job_of_its_own_draws(problem: Problem, tmp_path: Path) -> None:
     series = _series(problem)
     files = [plot.file for plot in problem.spec.plots]
@@ -56,6 +51,7 @@ def test_jobs_forked_by_the_server_draw_what_a_job_of_its_own_draws(problem: Pro
     assert not any(_alive(pid) for pid in drawers)
 
 
+@pytest.mark.e2e
 def test_a_job_over_its_time_is_killed_and_the_next_one_still_draws(problem: Problem, tmp_path: Path) -> None:
     series = _series(problem)
     server = PlotServer()
@@ -74,6 +70,7 @@ def test_a_job_over_its_time_is_killed_and_the_next_one_still_draws(problem: Pro
         server.close()
 
 
+@pytest.mark.e2e
 def test_a_job_falls_back_to_a_process_of_its_own_when_the_server_is_gone(problem: Problem, tmp_path: Path) -> None:
     server = PlotServer()
     os.killpg(server.process.pid, signal.SIGKILL)
@@ -87,6 +84,7 @@ def test_a_job_falls_back_to_a_process_of_its_own_when_the_server_is_gone(proble
     server.close()
 
 
+@pytest.mark.e2e
 def test_a_figure_drawn_before_is_copied_and_a_file_drawn_over_is_never_a_source(
     problem: Problem, tmp_path: Path
 ) -> None:

@@ -1,19 +1,21 @@
-"""What every problem must prove, written once over all of them: the reference earns full marks on every hidden seed,
-it agrees with the oracle, each known-wrong solution gets exactly its declared verdicts, and trivial answers earn
-nothing beyond T0. Each problem is graded once for the whole run (see `Proof`); `validate` is replayed on those
-reports, so its verdict logic is the one under test. Tests of one problem alone live in reference/<id>/tests/."""
+"""What every problem must prove, written once over all of them: its hidden seeds appear in no learner-visible file,
+the reference earns full marks on every hidden seed, it agrees with the oracle, each known-wrong solution gets
+exactly its declared verdicts, and trivial answers earn nothing beyond T0. Each problem is graded once for the whole
+run (see `Proof`); `validate` is replayed on those reports, so its verdict logic is the one under test. Tests of one
+problem alone live in reference/<id>/tests/."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import PROBLEM
+from conftest import PROBLEM, ROOT, problem_named
 
 from grader import cli, commands
 from grader.course.coverage import reference_coverage
@@ -33,9 +35,8 @@ GRADED_TIERS = ("T1", "T2", "T3")
 Functions = dict[str, Callable[..., Any]]
 
 
-@functools.cache
 def _problem(problem_id: str) -> Problem:
-    return Problem(problem_id)
+    return problem_named(problem_id)
 
 
 def trivial_files(problem: Problem) -> list[Path]:
@@ -124,6 +125,50 @@ SEEDS = [(problem_id, seed) for problem_id in PROBLEMS for seed in _seeds(proble
 
 def _ids(pairs: list[tuple[str, Any]]) -> list[str]:
     return [f"{a}:{b}" for a, b in pairs]
+
+
+# ---------------------------------------------------------------------------------------------- hidden seeds
+
+# What a learner may read: every problem's statement, starter, toy and public cases, and the sample submissions.
+LEARNER_VISIBLE = (ROOT / "problems", ROOT / "submissions")
+
+
+def _learner_visible_files() -> list[Path]:
+    return [
+        path
+        for folder in LEARNER_VISIBLE
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    ]
+
+
+def quoted_seeds(text: str, seeds: list[int]) -> list[int]:
+    """The seeds `text` quotes as a number of their own (not as digits of a longer number or a decimal)."""
+    return [seed for seed in seeds if re.search(rf"(?<![\w.]){seed}(?![\w.])", text)]
+
+
+def test_a_quoted_seed_is_found_and_digits_of_another_number_are_not() -> None:
+    assert quoted_seeds("seed = 4409\n", [4409, 52]) == [4409]
+    assert quoted_seeds("x[52] = 1.52; 4409.5, 144091, seed_4409", [4409, 52]) == [52]
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_hidden_seeds_are_many_and_distinct_from_the_public_seed(problem_id: str) -> None:
+    problem = _problem(problem_id)
+    assert len(set(problem.grading_seeds)) == len(problem.grading_seeds) >= MIN_SEEDS
+    assert problem.spec.public_seed not in problem.grading_seeds
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_hidden_seeds_appear_in_no_learner_visible_file(problem_id: str) -> None:
+    """Neither in the problem's own folder nor in any other file a learner may read."""
+    seeds = _problem(problem_id).grading_seeds
+    leaks = [
+        f"{path.relative_to(ROOT)}: {seed}"
+        for path in _learner_visible_files()
+        for seed in quoted_seeds(path.read_text(errors="replace"), seeds)
+    ]
+    assert not leaks, leaks
 
 
 # ---------------------------------------------------------------------------------------------- the reference

@@ -132,6 +132,7 @@ def inside(level: Level, site: Path, tmp_path: Path) -> dict[str, Any]:
     return dict(json.loads(line.removeprefix("FACTS ")))
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 @pytest.mark.parametrize("level", LEVELS)
 def test_close_leaves_no_process_behind(level: Level, planted: Path, tmp_path: Path) -> None:
@@ -139,6 +140,7 @@ def test_close_leaves_no_process_behind(level: Level, planted: Path, tmp_path: P
     assert _marked_processes() == []  # the daemon died with its grading, even without a PID namespace
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 def test_namespaces_and_uid_box(planted: Path, tmp_path: Path) -> None:
     facts = inside("namespaces+uid", planted, tmp_path)
@@ -168,6 +170,7 @@ def test_namespaces_and_uid_box(planted: Path, tmp_path: Path) -> None:
     assert facts["planted_visible"] and not facts["planted_secret"]
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 def test_user_namespace_box(planted: Path, tmp_path: Path) -> None:
     facts = inside("user-namespace", planted, tmp_path)
@@ -178,6 +181,7 @@ def test_user_namespace_box(planted: Path, tmp_path: Path) -> None:
     assert facts["planted_visible"] and not facts["planted_secret"]
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 def test_limits_only_hides_nothing_but_drops_privileges(planted: Path, tmp_path: Path) -> None:
     facts = inside("limits-only", planted, tmp_path)
@@ -206,6 +210,7 @@ def _wait_for(condition: Any, seconds: float) -> bool:
     return False
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 @pytest.mark.parametrize("level", ["namespaces+uid", "limits-only"])
 def test_a_judge_that_dies_takes_its_workers_along(level: Level, tmp_path: Path) -> None:
@@ -342,6 +347,7 @@ def _hostile_processes() -> list[str]:
     return found
 
 
+@pytest.mark.e2e
 def test_an_ordinary_user_grades_confined(as_nobody: dict[str, Any]) -> None:
     reports, level = as_nobody["reports"], as_nobody["level"]
     assert as_nobody["result"].returncode == 0, as_nobody["result"].stderr[-2000:]
@@ -447,7 +453,7 @@ def test_what_the_worker_writes_passes() -> None:
     assert torch.equal(accepted["output"]["value"], message["output"]["value"])
 
 
-@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")  # torch deprecates the quantized tensor refused here
 @pytest.mark.parametrize(
     "make",
     [
@@ -758,6 +764,7 @@ def _i386_entry_works() -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 @pytest.mark.parametrize(
     "level,forked",
@@ -805,6 +812,7 @@ def test_the_filter_refuses_every_listed_call(level: Level, forked: bool, tmp_pa
             assert seen["i386 entry"] == signal.SIGSYS.name
 
 
+@pytest.mark.e2e
 def test_a_worker_whose_filter_cannot_be_installed_never_starts(tmp_path: Path) -> None:
     machine = os.uname().machine
     if machine not in seccomp.TABLES:
@@ -861,6 +869,7 @@ def test_a_kernel_without_seccomp_is_named_in_the_record(monkeypatch: pytest.Mon
     assert any(note.startswith("no system call filter") for note in isolation.notes)
 
 
+@pytest.mark.e2e
 @ROOT_ONLY
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_correct_file_earns_full_marks_under_the_filter(

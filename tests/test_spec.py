@@ -155,6 +155,7 @@ def test_a_missing_limits_table_means_the_default_limits(raw: dict[str, Any]) ->
     assert ProblemSpec.model_validate(data).limits == Limits(call_timeout_s=2.5)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("problem_id", list_problems())
 def test_problem_loads_as_when_it_restated_every_default(problem_id: str, tmp_path: Path) -> None:
     relative = f"problems/{problem_id}/problem.toml"

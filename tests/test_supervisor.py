@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from conftest import PROBLEM, ROOT
 
+from grader.confine.intake import Submission
 from grader.confine.launch import Launched
 from grader.judge import supervisor as supervision
 from grader.judge.cases import Call
@@ -28,6 +29,7 @@ BOMB = ROOT / "tests" / "hostile" / "forge_frame_empty_lists.py"
 BUDGET_S = 20
 AFTER_BUDGET_S = 15  # the judge's own start, the report and ending the last worker
 JUDGE_PEAK_BYTES = 1536 << 20
+SUBMISSION = Submission(Path("x.py"), b"")
 
 
 def _payload(head: bytes) -> bytes:
@@ -78,8 +80,8 @@ def test_a_worker_that_keeps_sending_refused_frames_is_not_restarted_forever(mon
     monkeypatch.setattr(supervision, "WorkerProcess", _Forger)
     _Forger.started = []
     limits = Limits()
-    launched = Launched(Path("x.py"), limits, "limits-only", _Nothing(), _Nothing(), _Forger(), time.monotonic())  # type: ignore[arg-type]
-    worker = WorkerSupervisor(["masked_is_weights"], Path("x.py"), limits, "limits-only", launched)
+    launched = Launched(SUBMISSION, limits, "limits-only", _Nothing(), _Nothing(), _Forger(), time.monotonic())  # type: ignore[arg-type]
+    worker = WorkerSupervisor(["masked_is_weights"], SUBMISSION, limits, "limits-only", launched)
     worker.start()
     calls = [Call("masked_is_weights", {"x": 1.0}, f"case {i}") for i in range(50)]
     started = time.monotonic()
@@ -98,8 +100,8 @@ def test_decoding_counts_against_the_call_time(monkeypatch: pytest.MonkeyPatch) 
     """A frame read after its call's time is up is that call's timeout, not an unreadable frame."""
     monkeypatch.setattr(supervision, "WorkerProcess", _Forger)
     limits = Limits()
-    launched = Launched(Path("x.py"), limits, "limits-only", _Nothing(), _Nothing(), _Forger(), time.monotonic())  # type: ignore[arg-type]
-    worker = WorkerSupervisor(["masked_is_weights"], Path("x.py"), limits, "limits-only", launched)
+    launched = Launched(SUBMISSION, limits, "limits-only", _Nothing(), _Nothing(), _Forger(), time.monotonic())  # type: ignore[arg-type]
+    worker = WorkerSupervisor(["masked_is_weights"], SUBMISSION, limits, "limits-only", launched)
     worker.start()
     (got,) = list(worker.observe_all([Call("masked_is_weights", {"x": 1.0}, "case")], timeout_s=1e-9))
     worker.close()

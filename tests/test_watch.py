@@ -134,6 +134,7 @@ class Watched:
 # ---------------------------------------------------------------------------------------------- watch
 
 
+@pytest.mark.e2e
 def test_watch_grades_each_save_and_ctrl_c_leaves_nothing(cli_env: dict[str, str], tmp_path: Path) -> None:
     folder = tmp_path / "learner"
     folder.mkdir()
@@ -178,6 +179,7 @@ def test_watch_grades_each_save_and_ctrl_c_leaves_nothing(cli_env: dict[str, str
     assert third  # graded or not, what matters is that nothing is left
 
 
+@pytest.mark.e2e
 def test_watch_reports_a_half_saved_file_and_goes_on(cli_env: dict[str, str], tmp_path: Path) -> None:
     folder = tmp_path / "learner"
     folder.mkdir()
@@ -261,6 +263,7 @@ def test_a_same_size_edit_is_a_new_version(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- the learner pack
 
 
+@pytest.mark.e2e
 def test_check_watch_in_the_pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learner_python: Path) -> None:  # noqa: F811 - the fixture imported above
     monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # never the repository's own cache
     build_pack(Problem(PROBLEM), tmp_path / "pack.zip")
@@ -291,6 +294,7 @@ def test_check_watch_in_the_pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 # ---------------------------------------------------------------------------------------------- the warm judge
 
 
+@pytest.mark.e2e
 def test_warm_judge_discards_keeps_and_redraws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A grade not published writes nothing; the next one is drawn in full; one whose toy gave the same series
     keeps the plots on disk; a change of series draws them again."""

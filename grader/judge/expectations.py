@@ -1,13 +1,16 @@
 """What the reference and the oracle do on every case, computed once per problem and seed and cached on disk.
 
-The cache key covers the problem's and reference's files, the grader's own source, torch and Python
-versions and the seed, so any change that could alter an expected value recomputes it. The cache lives
-under artifacts/, which no sandboxed worker can see.
+The cache key covers the problem's and reference's files, the source of the grader's modules that compute an
+expected value (this one and what it imports within the grader), torch and Python versions and the seed, so any
+change that could alter an expected value recomputes it, and a change to another problem, the plots, the report or
+the sandbox recomputes nothing. The cache lives under artifacts/, which no sandboxed worker can see.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import hashlib
 import os
 import platform
@@ -28,15 +31,50 @@ from grader.worker import protocol
 GRADER_DIR = Path(__file__).resolve().parents[1]
 
 
-def _grader_hash() -> str:
+def _module_files(name: str) -> list[Path]:
+    """The files that importing grader module `name` runs: each package's `__init__.py` on the way, and the module."""
+    parts = name.split(".")
+    found = [GRADER_DIR.parent.joinpath(*parts[:i], "__init__.py") for i in range(1, len(parts) + 1)]
+    found.append(GRADER_DIR.parent.joinpath(*parts).with_suffix(".py"))
+    return [path for path in found if path.is_file()]
+
+
+def _imported_grader_modules(path: Path) -> set[str]:
+    """Grader modules that `path` imports by absolute name, anywhere in it (`from grader.x import y` names y too,
+    in case y is a module)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return {name for name in names if name == "grader" or name.startswith("grader.")}
+
+
+@functools.cache
+def computation_files() -> list[Path]:
+    """The grader's source an expected value can depend on: this module and every grader module it imports,
+    followed transitively."""
+    seen: set[Path] = set()
+    todo = [Path(__file__).resolve()]
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo += [file for name in _imported_grader_modules(path) for file in _module_files(name)]
+    return sorted(seen)
+
+
+def _computation_hash() -> str:
     digest = hashlib.sha256()
-    for path in sorted(GRADER_DIR.rglob("*.py")):
+    for path in computation_files():
+        digest.update(str(path.relative_to(GRADER_DIR)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 def cache_key(problem: Problem, seed: int) -> str:
-    parts = [problem.content_hash, _grader_hash(), torch.__version__, platform.python_version(), str(seed)]
+    parts = [problem.content_hash, _computation_hash(), torch.__version__, platform.python_version(), str(seed)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, checks_of, grade_samples
+from conftest import ROOT, all_seeds, assert_full_marks, checks_of, grade_samples
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import generator_for
@@ -24,15 +24,6 @@ PROBLEM = "behavior_weights"
 CREDIT = Path(__file__).resolve().parent / "credit"  # a file that raises as a misreading does, and its twin
 CORRECT, MISTAKE = "grace_flat_tokens", "henry_open_interval"
 Function = Callable[..., Any]
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
-
-
-def _seeds(problem: Problem) -> list[int]:
-    return [problem.spec.public_seed, *problem.grading_seeds]
 
 
 # ---------------------------------------------------------------- a constant clipfrac (the fully trivial answers
@@ -60,7 +51,7 @@ def test_constant_clipfrac_passes_no_t1_or_t2_case_on_any_seed(problem: Problem)
     answers = _clipfrac_only(problem)
     tolerances = problem.tolerances
     passes = []
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for check in problem.spec.checks:
             if check.tier not in ("T1", "T2") or check.cases is None:
                 continue
@@ -105,7 +96,7 @@ def _categorical(problem: Problem, seed: int) -> tuple[list[float], list[float],
 @pytest.mark.parametrize("seed_index", [0, 1])
 def test_toy_bias_matches_the_closed_forms(problem: Problem, seed_index: int) -> None:
     """TIS bias = -E_q[(rho - U) f 1{rho > U}]; ICE-POP bias = -E_q[rho f 1{rho outside [1/U, U]}]."""
-    seed = _seeds(problem)[seed_index]
+    seed = all_seeds(problem)[seed_index]
     series, _ = reference_series(problem, seed)
     q, p0, f = _categorical(problem, seed)
     rho = [a / b for a, b in zip(p0, q, strict=True)]
@@ -119,7 +110,7 @@ def test_toy_bias_matches_the_closed_forms(problem: Problem, seed_index: int) ->
 
 def test_toy_ratios_stay_off_the_cap_grid(problem: Problem) -> None:
     """Under every seed no ratio sits within 1e-9 of U or 1/U, so rounding cannot flip a curve."""
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         q, p0, _ = _categorical(problem, seed)
         for a, b in zip(p0, q, strict=True):
             for cap in problem.experiment_module.CAPS:
@@ -128,19 +119,13 @@ def test_toy_ratios_stay_off_the_cap_grid(problem: Problem) -> None:
 
 @pytest.mark.parametrize("seed_index", [0, 1])
 def test_reference_series_are_float64_vectors(problem: Problem, seed_index: int) -> None:
-    series, parts = reference_series(problem, _seeds(problem)[seed_index])
+    series, parts = reference_series(problem, all_seeds(problem)[seed_index])
     assert set(parts) == set(series) and set(parts.values()) == {"cap_sweep", "bf16_endpoints"}
     names = {name for check in problem.spec.checks for name in check.series}
     names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
     assert names <= set(series)
     assert all(v.dtype == torch.float64 and v.dim() == 1 and not v.requires_grad for v in series.values())
     assert 0 < float(series["bf16_on_bound"].min()) and float(series["bf16_on_bound"].max()) < 0.1
-
-
-def test_hidden_seeds_appear_in_no_learner_visible_file(problem: Problem) -> None:
-    visible = [*problem.problem_dir.rglob("*"), *(ROOT / "submissions" / PROBLEM).rglob("*")]
-    text = "\n".join(p.read_text() for p in visible if p.is_file() and p.suffix in (".py", ".md", ".toml"))
-    assert not [seed for seed in problem.grading_seeds if str(seed) in text]
 
 
 # ---------------------------------------------------------------- end to end, through the CLI
@@ -158,8 +143,7 @@ def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
 def test_correct_sample_scores_full_marks_and_draws_every_plot(graded, problem: Problem) -> None:
     out, reports = graded
     report = reports[CORRECT]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
     names = sorted(plot.file for plot in problem.spec.plots)
     assert sorted(report["artifacts"]) == names
     assert all((out / CORRECT / name).read_bytes().startswith(b"\x89PNG") for name in names)

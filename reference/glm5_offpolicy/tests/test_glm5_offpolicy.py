@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import Batch, checks_of
+from conftest import Batch, assert_full_marks, checks_of
 
 from grader.judge.cases import generator_for
 from grader.judge.expectations import reference_series
 from grader.model.problem import Problem
 from grader.model.verdicts import Status, Verdict
 
+PROBLEM = "glm5_offpolicy"
 CORRECT = ["alice_loops", "bob_vectorized"]
 # each wrong submission, and a check its defect must fail
 WRONG = {
@@ -18,11 +19,6 @@ WRONG = {
     "dan_retained_mean": "denominator_counts_rejected",
     "erin_grad_weights": "gradient_detached",
 }
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem("glm5_offpolicy")
 
 
 def test_every_submission_is_graded(submission_batch: Batch) -> None:
@@ -34,8 +30,7 @@ def test_every_submission_is_graded(submission_batch: Batch) -> None:
 @pytest.mark.parametrize("name", CORRECT)
 def test_correct_submission_scores_full_marks(submission_batch: Batch, name: str) -> None:
     report = submission_batch.reports[name]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
 
 
 @pytest.mark.parametrize(("name", "check"), WRONG.items())

@@ -4,12 +4,11 @@ the samples end to end."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import checks_of, grade_samples
+from conftest import assert_full_marks, checks_of, grade_samples
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import generator_for
@@ -43,11 +42,6 @@ def _centred() -> Callable[..., Any]:
 
 def _normalized(kwargs: dict[str, Any]) -> bool:
     return kwargs.get("std_normalize", True) is not False
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +116,7 @@ def test_centring_matches_no_normalized_t3_series(problem: Problem) -> None:
 
 def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
     report = graded["ada_segments"]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
     assert sorted(report["artifacts"]) == ["scale_centred.png", "scale_normalized.png"]
 
 
@@ -147,9 +140,3 @@ def test_centring_alone_earns_nothing_where_normalization_is_due(graded: dict[st
         "scale_normalized",
     ]
     assert {name: checks[name]["score"] for name in normalized_only} == dict.fromkeys(normalized_only, 0)
-
-
-def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
-    learner_text = "".join(p.read_text() for p in Path(problem.problem_dir).glob("*") if p.is_file())
-    for seed in problem.grading_seeds:
-        assert str(seed) not in learner_text, seed

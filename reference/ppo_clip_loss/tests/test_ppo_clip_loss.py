@@ -4,14 +4,12 @@ shows what the statement promises, and the samples end to end."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, checks_of, grade_samples
+from conftest import ROOT, all_seeds, assert_full_marks, checks_of, grade_samples, observe
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
@@ -20,28 +18,14 @@ from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict
-from grader.worker.protocol import observe_call
 
 PROBLEM = "ppo_clip_loss"
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
 
 
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
-
-
-def _seeds(problem: Problem) -> list[int]:
-    return [problem.spec.public_seed, *problem.grading_seeds]
-
-
 def _calls(problem: Problem, check: CheckSpec, seed: int) -> list[Call]:
     assert check.cases is not None
     return problem.case_generator(check.cases)(generator_for(seed, check.cases))
-
-
-def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
-    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
 
 
 def _group_key(index: int, call: Call) -> object:
@@ -53,8 +37,8 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Call
     source = problem.oracle if check.expected == "oracle" else problem.reference
     verdicts: dict[object, tuple[str, bool]] = {}
     for index, call in enumerate(_calls(problem, check, seed)):
-        want = _observe(source[call.function], call)
-        got = accept_observation(_observe(function, call))
+        want = observe(source[call.function], call)
+        got = accept_observation(observe(function, call))
         outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
         label, ok = verdicts.get(_group_key(index, call), (call.label, True))
         verdicts[_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
@@ -62,11 +46,11 @@ def _passed_groups(problem: Problem, check: CheckSpec, seed: int, function: Call
 
 
 def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
-    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
-        return accept_observation(_observe(function, call))
+    def observed(call: Call, timeout_s: float) -> dict[str, Any]:
+        return accept_observation(observe(function, call))
 
     series: dict[str, torch.Tensor] = {}
-    for part in run_experiment(problem.experiment_module, ["ppo_clip_loss"], observe, seed, 120.0, 10.0):
+    for part in run_experiment(problem.experiment_module, ["ppo_clip_loss"], observed, seed, 120.0, 10.0):
         series.update(part.series)
     return series
 
@@ -136,7 +120,7 @@ def _branches(call: Call) -> dict[str, int]:
 
 
 def test_random_cases_take_every_branch(problem: Problem) -> None:
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for check in (c for c in problem.spec.checks if c.tier == "T1"):
             for call in _calls(problem, check, seed):
                 missing = [k for k, n in _branches(call).items() if n == 0]
@@ -148,7 +132,7 @@ def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Pro
     (check,) = [c for c in problem.spec.checks if c.id == check_id]
     groups: dict[object, list[bool]] = {}
     for index, call in enumerate(_calls(problem, check, problem.spec.public_seed)):
-        observed = _observe(problem.reference[call.function], call)
+        observed = observe(problem.reference[call.function], call)
         depends = "raised" not in observed and bool((call.kwargs["mask"] != 0).any())
         groups.setdefault(_group_key(index, call), []).append(depends)
     assert all(any(flags) and not all(flags) for flags in groups.values())
@@ -203,8 +187,7 @@ def test_clipping_holds_the_ratios_that_run_away_without_it(reference_toy: dict[
 
 def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
     report = graded["nora_per_response"]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
     assert sorted(report["artifacts"]) == sorted(
         f"{p}.png" for p in ("clip_sweep", "clip_sweep_gradient", "length_bias", "reuse_epochs", "reuse_clipfrac")
     )
@@ -215,10 +198,3 @@ def test_ratio_clipfrac_sample_is_charged_once_and_named(graded: dict[str, dict[
     lost = {c["id"] for c in checks_of(report).values() if c["score"] < c["max_score"]}
     assert lost == {"clipfrac_sign"}
     assert report["diagnosis"][0]["id"] == "clipfrac_from_ratio_alone"
-
-
-def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
-    learner_files = [p for folder in (Path(problem.problem_dir), SUBMISSIONS) for p in folder.glob("*") if p.is_file()]
-    text = "".join(p.read_text() for p in learner_files)
-    for seed in problem.grading_seeds:
-        assert not re.search(rf"(?<![\w.]){seed}(?![\w.])", text), seed

@@ -3,14 +3,13 @@ shows what the statement promises, small known-wrong files, and the samples end 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, checks_of, grade_samples
+from conftest import ROOT, all_seeds, assert_full_marks, checks_of, grade_samples, observe
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
@@ -19,7 +18,6 @@ from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem, load_module
 from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict
-from grader.worker.protocol import observe_call
 
 PROBLEM = "routed_gates"
 SUBMISSIONS = ROOT / "submissions" / PROBLEM
@@ -27,15 +25,6 @@ CREDIT = Path(__file__).resolve().parent / "credit"  # a file that misreads a fo
 # |F_train - F_rollout| on the even 2001-point grid with the base shift, as computed with an independent script
 T3_CHECKS = {"selection_jumps", "replayed_difference", "sweep_no_replay", "sweep_replay", "replay_gradient"}
 KNOWN_SWITCHES, KNOWN_JUMP, KNOWN_SAME_ROUTE = 40, 0.685267, 0.006511
-
-
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
-
-
-def _seeds(problem: Problem) -> list[int]:
-    return [problem.spec.public_seed, *problem.grading_seeds]
 
 
 def _check(problem: Problem, check_id: str) -> CheckSpec:
@@ -46,10 +35,6 @@ def _check(problem: Problem, check_id: str) -> CheckSpec:
 def _calls(problem: Problem, check: CheckSpec, seed: int) -> list[Call]:
     assert check.cases is not None
     return problem.case_generator(check.cases)(generator_for(seed, check.cases))
-
-
-def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
-    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
 
 
 def _outputs(function: Callable[..., Any], call: Call) -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,9 +54,9 @@ def _passed_groups(
     source = problem.oracle if check.expected == "oracle" else problem.reference
     verdicts: dict[str, dict[object, tuple[str, bool]]] = {name: {} for name in functions}
     for index, call in enumerate(_calls(problem, check, seed)):
-        want = _observe(source[call.function], call)
+        want = observe(source[call.function], call)
         for name, function in functions.items():
-            got = accept_observation(_observe(function, call))
+            got = accept_observation(observe(function, call))
             outcome = judge_case(call.function, call.kwargs, got, want, check.compare, problem.tolerances)
             label, ok = verdicts[name].get(_group_key(index, call), (call.label, True))
             verdicts[name][_group_key(index, call)] = (label, ok and outcome.verdict == Verdict.PASS)
@@ -79,11 +64,11 @@ def _passed_groups(
 
 
 def _toy(problem: Problem, function: Callable[..., Any], seed: int) -> dict[str, torch.Tensor]:
-    def observe(call: Call, timeout_s: float) -> dict[str, Any]:
-        return accept_observation(_observe(function, call))
+    def observed(call: Call, timeout_s: float) -> dict[str, Any]:
+        return accept_observation(observe(function, call))
 
     series: dict[str, torch.Tensor] = {}
-    for part in run_experiment(problem.experiment_module, [PROBLEM], observe, seed, 120.0, 10.0):
+    for part in run_experiment(problem.experiment_module, [PROBLEM], observed, seed, 120.0, 10.0):
         series.update(part.series)
     return series
 
@@ -152,11 +137,11 @@ def test_no_graded_token_ties_at_the_kth_score(problem: Problem) -> None:
     """Every valid call without a replay routes each token by a clear margin: in the score the statement names,
     or (for sigmoids too small to separate) in the logits, which sigmoid ranks the same way."""
     ties = []
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for check in (c for c in problem.spec.checks if c.cases and c.tier != "T0"):
             for call in _calls(problem, check, seed):
                 kw = call.kwargs
-                if "replay_idx" in kw or "raised" in _observe(problem.reference[PROBLEM], call):
+                if "replay_idx" in kw or "raised" in observe(problem.reference[PROBLEM], call):
                     continue
                 top_k, experts = kw["top_k"], kw["router_logits"].shape[1]
                 if top_k == experts or kw["router_logits"].shape[0] == 0:
@@ -170,7 +155,7 @@ def test_no_graded_token_ties_at_the_kth_score(problem: Problem) -> None:
 
 
 def test_replayed_rows_leave_the_current_top_k(problem: Problem) -> None:
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for call in _calls(problem, _check(problem, "replay_overrides_topk"), seed):
             current = _selection_scores(call).topk(call.kwargs["top_k"], dim=1).indices.sort(dim=1).values
             replayed = call.kwargs["replay_idx"].long().sort(dim=1).values
@@ -190,7 +175,7 @@ def test_edge_cases_keep_their_edge_on_every_seed(problem: Problem) -> None:
     reference = problem.reference[PROBLEM]
     for check_id, solution in edges.items():
         wrong = _wrong(problem, solution)
-        for seed in _seeds(problem):
+        for seed in all_seeds(problem):
             for call in _calls(problem, _check(problem, check_id), seed):
                 (gates, route), (their_gates, their_route) = _outputs(reference, call), _outputs(wrong, call)
                 same = torch.equal(route, their_route) and torch.allclose(
@@ -201,7 +186,7 @@ def test_edge_cases_keep_their_edge_on_every_seed(problem: Problem) -> None:
 
 def test_bfloat16_sigmoid_cases_swap_an_expert_when_rounded_early(problem: Problem) -> None:
     wrong = _wrong(problem, "bf16_no_upcast")
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for call in _calls(problem, _check(problem, "bf16_upcast"), seed):
             if call.kwargs.get("score_function") != "sigmoid":
                 continue
@@ -211,7 +196,7 @@ def test_bfloat16_sigmoid_cases_swap_an_expert_when_rounded_early(problem: Probl
 
 
 def test_selected_gates_underflow_to_zero_on_the_route(problem: Problem) -> None:
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for call in _calls(problem, _check(problem, "zero_gates_on_route"), seed):
             gates, route = _outputs(problem.reference[PROBLEM], call)
             assert bool((route & (gates == 0)).any()), f"seed {seed}, {call.label}"
@@ -221,7 +206,7 @@ def test_selected_gates_underflow_to_zero_on_the_route(problem: Problem) -> None
 def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Problem, check_id: str) -> None:
     groups: dict[object, list[bool]] = {}
     for index, call in enumerate(_calls(problem, _check(problem, check_id), problem.spec.public_seed)):
-        observed = _observe(problem.reference[call.function], call)
+        observed = observe(problem.reference[call.function], call)
         depends = "raised" not in observed and call.kwargs["router_logits"].numel() > 0
         groups.setdefault(_group_key(index, call), []).append(depends)
     assert all(any(flags) and not all(flags) for flags in groups.values())
@@ -272,8 +257,7 @@ def test_gradient_under_replay_is_the_analytic_one(reference_toy: dict[str, torc
 
 def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
     report = graded["kim_gather_scatter"]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
     assert sorted(report["artifacts"]) == sorted(
         f"{p}.png" for p in ("route_profile", "shift_sweep", "route_switches", "replay_gradient")
     )
@@ -284,13 +268,6 @@ def test_top_k_of_probabilities_sample_is_charged_once_and_named(graded: dict[st
     lost = {c["id"] for c in checks_of(report).values() if c["score"] < c["max_score"]}
     assert "renormalized_softmax" in lost and lost <= {"renormalized_softmax", "zero_gates_on_route"}
     assert report["diagnosis"][0]["id"] == "softmax_not_renormalized"
-
-
-def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
-    learner_files = [p for folder in (Path(problem.problem_dir), SUBMISSIONS) for p in folder.glob("*") if p.is_file()]
-    text = "".join(p.read_text() for p in learner_files)
-    for seed in problem.grading_seeds:
-        assert not re.search(rf"(?<![\w.]){seed}(?![\w.])", text), seed
 
 
 def test_a_misreading_of_form_buys_no_toy_series(graded: dict[str, dict[str, Any]]) -> None:

@@ -4,12 +4,11 @@ samples graded end to end."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, checks_of, grade_samples, tier_scores
+from conftest import ROOT, all_seeds, assert_full_marks, checks_of, grade_samples, observe, tier_scores
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
@@ -17,7 +16,6 @@ from grader.judge.compare import compare_tensors, judge_case
 from grader.model.problem import Problem
 from grader.model.spec import DifferentialCheck, Tolerance
 from grader.model.verdicts import Status, Verdict
-from grader.worker.protocol import observe_call
 
 PROBLEM = "score_centering"
 FUNCTION = "score_centering_loss"
@@ -57,15 +55,6 @@ def _float64_learner() -> Callable[..., Any]:
     return _functions({"float64": source.replace(line, "    compute = torch.float64\n")})["float64"]
 
 
-@pytest.fixture(scope="module")
-def problem() -> Problem:
-    return Problem(PROBLEM)
-
-
-def _seeds(problem: Problem) -> list[int]:
-    return [problem.spec.public_seed, *problem.grading_seeds]
-
-
 def _groups(calls: list[Call]) -> list[list[int]]:
     grouped: dict[object, list[int]] = {}
     for index, call in enumerate(calls):
@@ -75,10 +64,6 @@ def _groups(calls: list[Call]) -> list[list[int]]:
 
 def _scored_checks(problem: Problem, tiers: tuple[str, ...]) -> Iterator[DifferentialCheck]:
     yield from (c for c in problem.spec.checks if c.tier in tiers and isinstance(c, DifferentialCheck))
-
-
-def _observe(function: Callable[..., Any], call: Call) -> dict[str, Any]:
-    return observe_call(function, call.kwargs, list(call.requires_grad), call.backward)
 
 
 # ---------------------------------------------------------------- in process: reference, oracle, cases
@@ -99,15 +84,15 @@ def test_every_group_of_t1_t2_cases_is_discriminating(problem: Problem) -> None:
     learners = {**trivial, "float64 arithmetic": _float64_learner()}
     tolerances = problem.tolerances
     trivial_passes, float64_failures = [], []
-    for seed in _seeds(problem):
+    for seed in all_seeds(problem):
         for check in _scored_checks(problem, ("T1", "T2")):
             source = problem.oracle if check.expected == "oracle" else problem.reference
             calls = problem.case_generator(check.cases)(generator_for(seed, check.cases))
-            wants = [_observe(source[FUNCTION], call) for call in calls]
+            wants = [observe(source[FUNCTION], call) for call in calls]
             for name, function in learners.items():
                 passed = []
                 for call, want in zip(calls, wants, strict=True):
-                    got = accept_observation(_observe(function, call))
+                    got = accept_observation(observe(function, call))
                     outcome = judge_case(FUNCTION, call.kwargs, got, want, check.compare, tolerances)
                     passed.append(outcome.verdict == Verdict.PASS)
                     if name == "float64 arithmetic" and not passed[-1]:
@@ -128,7 +113,7 @@ def test_every_group_holds_a_call_whose_answer_depends_on_its_inputs(problem: Pr
     for check in _scored_checks(problem, ("T0", "T1", "T2")):
         calls = problem.case_generator(check.cases)(generator_for(problem.grading_seeds[0], check.cases))
         for group in _groups(calls):
-            observations = [_observe(problem.reference[FUNCTION], calls[i]) for i in group]
+            observations = [observe(problem.reference[FUNCTION], calls[i]) for i in group]
             if not any("raised" not in o and bool(o["output"]["value"].ne(0).any()) for o in observations):
                 lonely.append(f"{check.id}: {calls[group[0]].label}")
     assert not lonely, "\n".join(lonely)
@@ -234,8 +219,7 @@ def graded(run_cli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
 
 def test_dense_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
     report = graded["iris_dense"]
-    lost = {c["id"]: c["message"] for c in checks_of(report).values() if c["verdict"] != Verdict.PASS}
-    assert report["score"] == report["max_score"] == 100, lost
+    assert_full_marks(report)
     assert sorted(report["artifacts"]) == ["bandit_drift.png", "head_sweep.png", "tail_coefficient.png"]
 
 
@@ -255,9 +239,3 @@ def test_trivial_answer_earns_nothing_beyond_t0(graded: dict[str, dict[str, Any]
     passed = [c["id"] for t in report["tiers"] if t["tier"] != "T0" for c in t["checks"] if c["score"] > 0]
     scores = tier_scores(report)
     assert (scores["T1"], scores["T2"], scores["T3"]) == (0, 0, 0), f"{name} earns points in {passed}"
-
-
-def test_hidden_seeds_stay_out_of_learner_files(problem: Problem) -> None:
-    learner_text = "".join(p.read_text() for p in Path(problem.problem_dir).glob("*") if p.is_file())
-    for seed in problem.grading_seeds:
-        assert str(seed) not in learner_text, seed
