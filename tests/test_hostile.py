@@ -717,3 +717,10 @@ def test_a_link_or_a_fifo_is_refused_with_nothing_earned(hostile: Hostile, stem:
     assert report["status"] == Status.REFUSED and report["score"] == 0, report["message"]
     assert report["message"].startswith("not graded: expected a regular file, not a")
     assert all(c["verdict"] == Verdict.SKIPPED and c["score"] == 0 for c in checks_of(report).values())
+
+
+def test_an_answer_over_the_result_limit_is_named_as_the_cause(hostile: Hostile) -> None:
+    """cheat_giant_tensors answers its loss with 128 MiB: the report says so at the top, not only per check."""
+    report = hostile.reports["cheat_giant_tensors"]
+    if report["status"] == "graded":
+        assert "result limit" in report["message"]

@@ -16,9 +16,11 @@ from conftest import PROBLEM, ROOT
 
 from grader.confine.intake import Submission
 from grader.confine.launch import Launched
+from grader.confine.session import AnswerTooLarge
 from grader.judge import supervisor as supervision
 from grader.judge.cases import Call
 from grader.judge.checks import LearnerFailure
+from grader.judge.grading import oversized_message
 from grader.judge.supervisor import KEPT_SENDING_UNREADABLE, MAX_REFUSED_FRAMES, WorkerSupervisor
 from grader.model.spec import Limits
 from grader.model.verdicts import Verdict
@@ -142,3 +144,27 @@ def test_a_frame_bomb_on_every_call_costs_the_judge_little(cli_env: dict[str, st
     assert report["status"] in ("graded", "budget_exceeded")
     assert took < BUDGET_S + AFTER_BUDGET_S
     assert peak_kib << 10 < JUDGE_PEAK_BYTES
+
+
+class _Hoarder(_Forger):
+    """Says hello, then announces an answer over the result limit on every call."""
+
+    def receive(self, timeout: float) -> bytes:
+        if self.frames:
+            return self.frames.pop(0)
+        raise AnswerTooLarge("its answer was larger than the 64 MB result limit")
+
+
+def test_answers_over_the_result_limit_stop_the_restarts_and_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same refusal, call after call, is not paid for with a restart each time; the cause is said once."""
+    monkeypatch.setattr(supervision, "WorkerProcess", _Hoarder)
+    _Forger.started = []
+    limits = Limits()
+    launched = Launched(SUBMISSION, limits, "limits-only", _Nothing(), _Nothing(), _Hoarder(), time.monotonic())  # type: ignore[arg-type]
+    worker = WorkerSupervisor(["masked_is_weights"], SUBMISSION, limits, "limits-only", launched)
+    worker.start()
+    got = list(worker.observe_all([Call("masked_is_weights", {"x": 1.0}, f"case {i}") for i in range(20)]))
+    worker.close()
+    assert worker.oversized and len(_Forger.started) == MAX_REFUSED_FRAMES
+    assert "64 MB result limit" in oversized_message(limits)
+    assert all(isinstance(g, LearnerFailure) and g.verdict == Verdict.CRASHED for g in got)

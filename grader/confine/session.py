@@ -29,6 +29,11 @@ class WorkerCrashed(Exception):
     """The worker died, closed its channel or sent something unreadable; the message says which."""
 
 
+class AnswerTooLarge(WorkerCrashed):
+    """The worker announced an answer over the result limit. Its size is the sender's choice, made perhaps while
+    holding a hidden case's inputs: the message names only the limit."""
+
+
 class CappedStream:
     """Drain a pipe to its end, keeping the first `limit` bytes, so a flood never blocks the worker."""
 
@@ -111,11 +116,11 @@ class WorkerProcess:
         return b"".join(chunks)
 
     def receive(self, timeout: float) -> bytes:
-        """The payload of the next frame, unread; WorkerCrashed for a frame over the result limit."""
+        """The payload of the next frame, unread; AnswerTooLarge for a frame over the result limit."""
         deadline = time.monotonic() + timeout
         (size,) = HEADER.unpack(self._read(HEADER.size, deadline))
         if size > self.max_frame:
-            raise WorkerCrashed(f"the worker sent {size} bytes, more than the {self.max_frame}-byte result limit")
+            raise AnswerTooLarge(f"its answer was larger than the {self.max_frame >> 20} MB result limit")
         return self._read(size, deadline)
 
     def send(self, message: Mapping[str, Any], timeout: float) -> None:

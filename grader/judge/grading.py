@@ -94,6 +94,7 @@ def grade(
             if series_sink is not None:
                 series_sink(_prefetch_series(context, problem))
             results, findings, status = _judge(problem, context, follow)
+            why = oversized_message(limits) if supervisor.oversized else ""
     finally:
         supervisor.close()
     persist = getattr(expectations, "persist", None)
@@ -107,6 +108,14 @@ def grade(
     report.diagnosis = [_diagnosis_entry(f) for f in findings]
     report.follow_through = follow
     return Graded(report, context.learner_series() if context.experiment_ran else None)
+
+
+def oversized_message(limits: Limits) -> str:
+    """The cause of every check that failed on a refused answer, said once at the top of the report."""
+    return (
+        f"answers larger than the {limits.result_mb} MB result limit were refused, and the checks that called for "
+        "them failed: return only what the contract asks for (no history kept across calls, no copies of the inputs)"
+    )
 
 
 def _intake(submission: Path | Submission, launched: Launched | None) -> Submission:

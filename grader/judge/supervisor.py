@@ -10,7 +10,7 @@ from typing import Any
 from grader.confine.intake import Submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Box, Level, Slot
-from grader.confine.session import WorkerCrashed, WorkerProcess, WorkerTimeout
+from grader.confine.session import AnswerTooLarge, WorkerCrashed, WorkerProcess, WorkerTimeout
 from grader.confine.zygote import Zygote
 from grader.judge.accept import FunctionMissing, Malformed, accept_answer, accept_frame, accept_hello
 from grader.judge.cases import Call
@@ -65,6 +65,7 @@ class WorkerSupervisor:
         # learner-facing messages quote none of it
         self.saw_hidden = False
         self.refused_frames = 0
+        self.oversized = False  # an answer over the result limit was refused: the report names it as the cause
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -108,7 +109,12 @@ class WorkerSupervisor:
         """The next frame, read as plain data within `timeout`, decoding included; a frame that cannot be read is
         the worker's crash, and is counted."""
         deadline = time.monotonic() + timeout
-        payload = worker.receive(timeout)
+        try:
+            payload = worker.receive(timeout)
+        except AnswerTooLarge:
+            self.refused_frames += 1
+            self.oversized = True
+            raise
         try:
             return accept_frame(payload, deadline)
         except FrameOverdue:
