@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -107,8 +108,12 @@ def test_frame_must_hold_a_dict() -> None:
 @pytest.mark.parametrize(
     ("head", "blobs", "why"),
     [
-        ('{"D":[["x",{"X":["float32",[4],[1],0,16]}]]}', bytes(8), "where 8 remain"),  # claims more than it holds
-        ('{"D":[["x",{"X":["float32",[1],[1],0,4]}]]}', bytes(12), "8 bytes of the frame belong to no tensor"),
+        (
+            '{"D":[["x",{"X":["float32",[4],[1],0,16]}]]}',
+            bytes(8),
+            "more bytes than the frame holds",
+        ),  # claims more than it holds
+        ('{"D":[["x",{"X":["float32",[1],[1],0,4]}]]}', bytes(12), "bytes at the end of the frame belong to no tensor"),
         ('{"D":[["x",{"X":["float32",[8],[1],0,4]}]]}', bytes(4), "unreadable frame"),  # a view past its storage
         ('{"D":[["x",{"X":["float32",[-1],[1],0,4]}]]}', bytes(4), "not a list of counts"),
         ('{"D":[["x",{"X":["float32",[1],[1],0.5,4]}]]}', bytes(4), "not a list of counts"),
@@ -331,13 +336,16 @@ def test_the_sandbox_config_is_checked_before_any_step() -> None:
         '{"D":[["x",{"X":["SECRET-4711",[1],[1],0,4]}]]}',
         '{"D":[["x",{"X":["float32",[4711],[1],0,4]}]]}',
         " " * 4711 + "}",  # JSON's own message gives the position
+        '{"D":[["x",{"X":["float32",[1],[1],0,4]}]]}',  # and 4711 bytes after the tensor that belong to none
+        '{"D":[["x",{"X":["uint8",[9999],[1],0,9999]}]]}',  # claims more than the 4711 bytes the frame holds
     ],
 )
 def test_a_refusal_quotes_nothing_the_sender_chose(head: str) -> None:
     """A worker that has seen a hidden case could pass it on through the judge's own words about its frame."""
+    blobs = bytes(4 + 4711 if "[1],[1],0,4]" in head and "float32" in head else 4711) if '"X"' in head else b""
     with pytest.raises(ProtocolError) as refused:
-        decode(_payload(head, bytes(4) if '"X"' in head else b""))
-    assert "4711" not in str(refused.value)
+        decode(_payload(head, blobs))
+    assert not re.search("4711|4715", str(refused.value)), refused.value
 
 
 # ----------------------------------------------------------------------------- bounded headers
