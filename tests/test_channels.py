@@ -143,6 +143,63 @@ def test_the_writer_tried_for_real_and_every_kernel_object_refused_it(channel_ba
     assert reports["channel_a_writer"]["score"] == reports["honest_correct"]["score"] == 100
 
 
+# ----------------------------------------------------------------------------- the files every box binds
+
+INODE_BATCH = ("channel_inode_sender", "channel_inode_receiver", "honest_zeros", "honest_correct")
+# how the receiver listens: each must be refused, not merely quiet
+LISTENERS = ("flock", "ofd_lock", "posix_lock", "mincore", "cachestat", "inotify", "dnotify")
+# what the sender changes about a shared file; opening and reading it (inotify's and F_NOTIFY's wires) stay allowed
+SENDERS = ("flock", "ofd_lock", "posix_lock", "page_cache")
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=lambda jobs: f"jobs{jobs}")
+def inode_batch(
+    request: pytest.FixtureRequest, cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The sender, the receiver and their honest twins in one `grade-all`: one after the other, or side by side."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to choose the isolation level")
+    base = tmp_path_factory.mktemp("inodes")
+    folder = base / "submissions"
+    folder.mkdir()
+    for stem in INODE_BATCH:
+        shutil.copyfile(HOSTILE / f"{stem}.py", folder / f"{stem}.py")
+    result = _cli(
+        cli_env,
+        "grade-all",
+        "--problem",
+        PROBLEM,
+        "--submissions",
+        folder,
+        "--out",
+        base / "out",
+        "--jobs",
+        str(request.param),
+        "--import-timeout",
+        "40",
+        level="namespaces+uid",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return _reports(base / "out")
+
+
+def test_the_receiver_hears_nothing_through_a_shared_file_and_earns_what_zeros_earn(
+    inode_batch: dict[str, Any],
+) -> None:
+    heard = _printed(inode_batch["channel_inode_receiver"], "CHANNEL-RECEIVE ")
+    assert {name: heard[name].endswith("Operation not permitted") for name in LISTENERS} == dict.fromkeys(
+        LISTENERS, True
+    ), heard
+    assert inode_batch["channel_inode_receiver"]["score"] == inode_batch["honest_zeros"]["score"] < 50
+
+
+def test_the_sender_changes_no_shared_file_and_still_earns_full_marks(inode_batch: dict[str, Any]) -> None:
+    sent = _printed(inode_batch["channel_inode_sender"], "CHANNEL-SEND ")
+    assert {name: sent[name] for name in SENDERS} == dict.fromkeys(SENDERS, "Operation not permitted")
+    assert sent["inotify"] in ("sending", "sent") and sent["dnotify"] in ("sending", "sent")  # it tried for real
+    assert inode_batch["channel_inode_sender"]["score"] == inode_batch["honest_correct"]["score"] == 100
+
+
 def test_no_key_of_a_slot_uid_outlives_the_batch(channel_batch: dict[str, Any]) -> None:
     deadline = time.monotonic() + 10  # the kernel collects a dead process's keyrings a moment later
     while (held := _keys_held_by_slot_uids()) and time.monotonic() < deadline:
