@@ -49,7 +49,7 @@ def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high
 
 # --- the buses; the receiver has the same layout
 
-SEND_FOR_S = 25.0
+SEND_FOR_S = 20.0
 HOLD_S = 0.04  # how long one frame is shown
 INDEX_WIRES = 8
 INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include")  # headers no worker reads
@@ -99,7 +99,7 @@ class FlockBus:
         self.fds = [os.open(path, os.O_RDONLY) for path in _files()[: 1 + INDEX_WIRES + FLOCK_DATA]]
 
     def show(self, bits):
-        for fd, bit in zip(self.fds, bits):
+        for fd, bit in zip(self.fds, bits, strict=False):
             fcntl.flock(fd, fcntl.LOCK_SH if bit else fcntl.LOCK_UN)
 
 
@@ -122,7 +122,7 @@ class CacheBus:
         self.paths = _files()[-(1 + INDEX_WIRES + CACHE_DATA) :]
 
     def show(self, bits):
-        for path, bit in zip(self.paths, bits):
+        for path, bit in zip(self.paths, bits, strict=False):
             fd = os.open(path, os.O_RDONLY)
             try:
                 if bit:
@@ -145,7 +145,7 @@ class EventBus:
     def pulse(self, seconds):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            for path, bit in zip(self.paths, self.bits):
+            for path, bit in zip(self.paths, self.bits, strict=False):
                 if bit:
                     fd = os.open(path, os.O_RDONLY)
                     if self.read:
