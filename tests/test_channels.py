@@ -56,7 +56,7 @@ BOX_FILES = (
     "file /scratch/paperleet-hostile-channel",
 )
 MARKER_VARIABLE = "PAPERLEET_JUDGE_ONLY_MARKER"
-TIMING_BITS_PER_S = 20_000  # an upper bound on the page-cache timing channel: docs/threat-model.md quotes the measure
+TIMING_BITS_PER_S = 50_000  # an upper bound on the page-cache timing channel: docs/threat-model.md quotes the measure
 
 
 def _cli(
