@@ -8,6 +8,7 @@ after `CHANNEL-RECEIVE `."""
 
 import ctypes
 import fcntl
+import functools
 import json
 import os
 import signal
@@ -33,6 +34,7 @@ libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 
 
+@functools.cache
 def _files():
     found = []
     for folder, _, names in sorted(os.walk(INCLUDE)):

@@ -9,6 +9,7 @@ channel_inode_receiver.py listens; what each primitive allowed is printed after 
 
 import ctypes
 import fcntl
+import functools
 import json
 import math
 import os
@@ -49,8 +50,9 @@ def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high
 
 # --- the buses; the receiver has the same layout
 
-SEND_FOR_S = 20.0
+SEND_FOR_S = 10.0  # then the threads end: graded beside others, it must not starve them
 HOLD_S = 0.04  # how long one frame is shown
+PULSE_S = 0.004  # within each of the receiver's 10 ms windows
 INDEX_WIRES = 8
 INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include")  # headers no worker reads
 FLOCK_DATA, RANGE_DATA, CACHE_DATA, EVENT_DATA = 64, 1024, 1024, 64
@@ -60,6 +62,7 @@ POSIX_FADV_DONTNEED = 4
 libc = ctypes.CDLL(None, use_errno=True)
 
 
+@functools.cache
 def _files():
     found = []
     for folder, _, names in sorted(os.walk(INCLUDE)):
@@ -134,7 +137,7 @@ class CacheBus:
 
 
 class EventBus:
-    """A wire is set while its file is opened (inotify) or read (F_NOTIFY on its folder) every millisecond."""
+    """A wire is set while its file is opened (inotify) or read (F_NOTIFY on its folder) every PULSE_S."""
 
     def __init__(self, paths, read):
         self.paths, self.read, self.bits = paths, read, []
@@ -151,7 +154,7 @@ class EventBus:
                     if self.read:
                         os.read(fd, 1)
                     os.close(fd)
-            time.sleep(0.001)
+            time.sleep(PULSE_S)
 
 
 def _send(bus, payload, data_wires, outcome, name):
