@@ -90,19 +90,23 @@ class RangeBus:
 
 class MincoreBus:
     def __init__(self):
-        self.pages = []
-        for path in _files()[-(1 + INDEX_WIRES + CACHE_DATA) :]:
+        self.paths, self.pages = _files()[-(1 + INDEX_WIRES + CACHE_DATA) :], {}
+        self.vector = ctypes.create_string_buffer(1)
+
+    def _page(self, path):
+        """Its first page, mapped on first use (a refused mincore costs no more than one mapping)."""
+        if path not in self.pages:
             fd = os.open(path, os.O_RDONLY)
             address = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED: maps, loads nothing
             os.close(fd)
             if address in (None, ctypes.c_void_p(-1).value):
                 _failed("mmap")
-            self.pages.append(address)
-        self.vector = ctypes.create_string_buffer(1)
+            self.pages[path] = address
+        return self.pages[path]
 
     def sample(self):
         bits = []
-        for address in self.pages:
+        for address in map(self._page, self.paths):
             if libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(4096), self.vector) != 0:
                 _failed("mincore")
             bits.append(self.vector.raw[0] & 1)
