@@ -608,6 +608,29 @@ def test_the_filter_decides_every_number_as_its_table_says(machine: str) -> None
         EPERM,
         EPERM,
     ]
+    fcntl = {command: _run_filter(code, calls["fcntl"], arch, 3, command) for command in range(2048)}
+    assert {command for command, action in fcntl.items() if action != seccomp.RET_ALLOW} == set(
+        FCNTL_INODE_COMMANDS.values()
+    )
+    assert set(fcntl.values()) == {seccomp.RET_ALLOW, EPERM}
+    assert [_run_filter(code, calls["fadvise64"], arch, 3, 0, 0, advice) for advice in range(7)] == [
+        *[seccomp.RET_ALLOW] * 3,
+        *[EPERM] * 4,
+    ]
+    assert [_run_filter(code, calls["madvise"], arch, 0, 0, advice) for advice in (0, 3, 4, 8, 14, 20, 21, 22)] == [
+        *[seccomp.RET_ALLOW] * 5,
+        EPERM,
+        EPERM,
+        seccomp.RET_ALLOW,
+    ]
+    nowait = seccomp.RET_ERRNO | errno.EOPNOTSUPP
+    assert [_run_filter(code, calls["preadv2"], arch, 3, 0, 1, 0, 0, flags) for flags in (0, 1, 8, 9, 0x1F)] == [
+        seccomp.RET_ALLOW,
+        seccomp.RET_ALLOW,
+        nowait,
+        nowait,
+        nowait,
+    ]
     assert [_run_filter(code, calls["personality"], arch, p) for p in (0, 0xFFFFFFFF, 0x0040000, 8)] == [
         seccomp.RET_ALLOW,
         seccomp.RET_ALLOW,
@@ -626,7 +649,8 @@ def test_every_call_of_both_tables_is_decided_once_and_on_purpose() -> None:
         "userfaultfd mount umount2 pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick "
         "mount_setattr unshare setns kexec_load kexec_file_load init_module finit_module delete_module "
         "io_uring_setup io_uring_enter io_uring_register swapon swapoff reboot acct quotactl "
-        "name_to_handle_at open_by_handle_at lookup_dcookie"
+        "name_to_handle_at open_by_handle_at lookup_dcookie inotify_init1 inotify_add_watch fanotify_init "
+        "fanotify_mark flock mincore cachestat readahead"
     )
     assert set(required.split()) <= denied
 
@@ -638,6 +662,17 @@ def test_the_threat_model_lists_the_filter_as_it_is() -> None:
         assert row in text, row
 
 
+FCNTL_INODE_COMMANDS = {
+    "F_GETLK": 5,
+    "F_SETLK": 6,
+    "F_SETLKW": 7,
+    "F_OFD_GETLK": 36,
+    "F_OFD_SETLK": 37,
+    "F_OFD_SETLKW": 38,
+    "F_SETLEASE": 1024,
+    "F_GETLEASE": 1025,
+    "F_NOTIFY": 1026,
+}
 CLONE_SIGHAND = 0x800  # without CLONE_VM the kernel itself answers EINVAL: EPERM can only be the filter's
 # (label, call, arguments, errno it must end in). Arguments are chosen, where the kernel allows, so that without
 # the filter the call would succeed or fail otherwise (EFAULT, EINVAL, EBADF, ENOENT, ESRCH): EPERM is the filter's.
@@ -699,14 +734,35 @@ REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
     ("socket AF_NETLINK", "socket", [16, 3, 0], "EAFNOSUPPORT"),
     ("socket AF_PACKET", "socket", [17, 3, 0], "EAFNOSUPPORT"),
     ("ioctl TIOCSTI", "ioctl", [0, 0x5412, "x"], "EPERM"),
+    # what another box does to a file both bind: without the filter these answer EBADF, EFAULT or ENOMEM
+    ("inotify_init1", "inotify_init1", [0], "EPERM"),
+    ("inotify_add_watch", "inotify_add_watch", [-1, "/", 0xFFF], "EPERM"),
+    ("inotify_rm_watch", "inotify_rm_watch", [-1, 1], "EPERM"),
+    ("fanotify_mark", "fanotify_mark", [-1, 0, 0, -1, 0], "EPERM"),
+    ("flock", "flock", [-1, 1], "EPERM"),
+    *[(f"fcntl {name}", "fcntl", [-1, command, 0], "EPERM") for name, command in FCNTL_INODE_COMMANDS.items()],
+    ("mincore", "mincore", [0, 4096, 0], "EPERM"),
+    ("cachestat", "cachestat", [-1, 0, 0, 0], "EPERM"),
+    ("readahead", "readahead", [-1, 0, 4096], "EPERM"),
+    ("fadvise64 WILLNEED", "fadvise64", [-1, 0, 4096, 3], "EPERM"),
+    ("fadvise64 DONTNEED", "fadvise64", [-1, 0, 4096, 4], "EPERM"),
+    ("fadvise64 NOREUSE", "fadvise64", [-1, 0, 4096, 5], "EPERM"),
+    ("madvise MADV_COLD", "madvise", [0, 4096, 20], "EPERM"),
+    ("madvise MADV_PAGEOUT", "madvise", [0, 4096, 21], "EPERM"),
+    ("preadv2 RWF_NOWAIT", "preadv2", [-1, 0, 0, 0, 0, 8], "ENOTSUP"),
     ("getpid", "getpid", [], "ok"),  # and what a worker needs still works
     ("personality query", "personality", [0xFFFFFFFF], "ok"),
     ("socket AF_UNIX", "socket", [1, 1, 0], "ok"),
     ("ioctl TCGETS", "ioctl", [0, 0x5401, 0], "ENOTTY"),
+    ("fcntl F_GETFD", "fcntl", [0, 1, 0], "ok"),
+    ("fadvise64 SEQUENTIAL", "fadvise64", [-1, 0, 4096, 2], "EBADF"),
+    ("madvise MADV_DONTNEED", "madvise", [0, 4096, 4], "ENOMEM"),
+    ("preadv2 RWF_HIPRI", "preadv2", [-1, 0, 0, 0, 0, 1], "EBADF"),
 ]
 X86_64_REFUSED: list[tuple[str, str, Sequence[int | str], str]] = [
     ("modify_ldt", "modify_ldt", [0, 0, 0], "EPERM"),
     ("iopl", "iopl", [3], "EPERM"),
+    ("inotify_init", "inotify_init", [], "EPERM"),
     ("ioperm", "ioperm", [0, 1, 1], "EPERM"),
 ]
 

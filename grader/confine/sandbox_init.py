@@ -190,7 +190,9 @@ def build_root(config: InitConfig) -> None:
     tmpfs(box + "/scratch", f"size={config['tmp_mb']}m,mode=0700,{owner}")
     tmpfs(box + "/dev", "size=64k,mode=0755")
     for device in ("null", "zero", "random", "urandom"):
-        bind(f"/dev/{device}", f"{box}/dev/{device}", read_only=False)
+        # the host's own inodes, shared with every box: read-only, so no box changes their times (`touch
+        # /dev/null`) for another to see; writing to a device still works through a read-only mount
+        bind(f"/dev/{device}", f"{box}/dev/{device}", read_only=True)
     tmpfs(box + "/dev/shm", f"size={config['tmp_mb']}m,mode=1777")
     os.makedirs(box + "/proc", exist_ok=True)
     # hidepid=2: a process the worker may not ptrace (its init, which is not dumpable) is not even listed

@@ -110,18 +110,17 @@ X32_SYSCALL_BIT = 0x40000000  # x86_64's second ABI: the same arch value, number
 # processes it may already signal; the uid and capability calls can only give up what the worker no longer has.
 ALLOWED: dict[str, str] = {
     "files and folders": (
-        "read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 open openat openat2 creat close "
-        "close_range lseek dup dup2 dup3 fcntl flock fsync fdatasync sync syncfs sync_file_range ftruncate truncate "
-        "fallocate fadvise64 readahead stat fstat lstat newfstatat statx statfs fstatfs access faccessat faccessat2 "
+        "read write readv writev pread64 pwrite64 preadv pwritev pwritev2 open openat openat2 creat close "
+        "close_range lseek dup dup2 dup3 fsync fdatasync sync syncfs sync_file_range ftruncate truncate "
+        "fallocate stat fstat lstat newfstatat statx statfs fstatfs access faccessat faccessat2 "
         "getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink unlinkat rename renameat renameat2 link "
         "linkat symlink symlinkat readlink readlinkat chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat "
         "umask utime utimes utimensat futimesat mknod mknodat sendfile copy_file_range getxattr lgetxattr fgetxattr "
         "listxattr llistxattr flistxattr setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr "
-        "setxattrat getxattrat listxattrat removexattrat file_getattr file_setattr inotify_init inotify_init1 "
-        "inotify_add_watch inotify_rm_watch memfd_create cachestat"
+        "setxattrat getxattrat listxattrat removexattrat file_getattr file_setattr memfd_create"
     ),
     "memory (mbind: PyTorch's allocator places its arenas)": (
-        "brk mmap munmap mprotect mremap madvise mincore msync mbind get_mempolicy set_mempolicy "
+        "brk mmap munmap mprotect mremap msync mbind get_mempolicy set_mempolicy "
         "set_mempolicy_home_node membarrier pkey_alloc pkey_free pkey_mprotect mseal map_shadow_stack"
     ),
     "processes and threads": (
@@ -173,9 +172,14 @@ DENIED: dict[str, str] = {
         "io_submit io_cancel io_getevents io_pgetevents vmsplice splice tee remap_file_pages modify_ldt iopl ioperm "
         "set_thread_area get_thread_area"
     ),
-    "file handles and filesystem-wide watches, which go around the path walk and the box's masks": (
-        "name_to_handle_at open_by_handle_at lookup_dcookie fanotify_init fanotify_mark"
+    "file handles, which go around the path walk and the box's masks": (
+        "name_to_handle_at open_by_handle_at lookup_dcookie"
     ),
+    (
+        "watches, locks and page-cache residency: state of a file's inode, which every box binding the file shares, "
+        "so another box's opens, reads and locks would reach the caller (fcntl's commands and fadvise: below)"
+    ): "inotify_init inotify_init1 inotify_add_watch inotify_rm_watch fanotify_init fanotify_mark flock mincore "
+    "cachestat readahead",
     "pinned or secret memory and security-module settings: no use in a worker": (
         "mlock mlock2 mlockall munlock munlockall memfd_secret landlock_create_ruleset landlock_add_rule "
         "landlock_restrict_self lsm_get_self_attr lsm_set_self_attr lsm_list_modules"
@@ -196,6 +200,14 @@ FALLBACK = {"clone3"}
 CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C  # push input into a terminal: a learner typing into the instructor's shell
+# fcntl commands on a file's inode rather than the caller's descriptor: record locks, open file description
+# locks, leases and directory notification (F_NOTIFY)
+F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW = 5, 6, 7, 36, 37, 38
+F_SETLEASE, F_GETLEASE, F_NOTIFY = 1024, 1025, 1026
+INODE_COMMANDS = (F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_GETLEASE, F_NOTIFY)
+POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL = 0, 1, 2  # each sets its own descriptor's readahead
+MADV_COLD, MADV_PAGEOUT = 20, 21  # move another box's cached pages out of memory
+RWF_NOWAIT = 0x8  # a read that fails rather than wait for the disk: whether the pages were cached
 
 
 class ArgumentRule:
@@ -220,6 +232,11 @@ ARGUMENT_RULES = {
     "personality": ArgumentRule(0, errno.EPERM, allowed=(0, 0xFFFFFFFF)),  # Linux's own, or a query: no ASLR off
     "socket": ArgumentRule(0, errno.EAFNOSUPPORT, allowed=(AF_UNIX, AF_INET, AF_INET6)),  # no netlink, packet, alg
     "ioctl": ArgumentRule(1, errno.EPERM, denied=(TIOCSTI, TIOCLINUX)),
+    "fcntl": ArgumentRule(1, errno.EPERM, denied=INODE_COMMANDS),  # descriptor flags, duplicates, pipe sizes
+    "fadvise64": ArgumentRule(3, errno.EPERM, allowed=(POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL)),
+    "madvise": ArgumentRule(2, errno.EPERM, denied=(MADV_COLD, MADV_PAGEOUT)),  # allocators free and hint freely
+    # a file that cannot read without waiting says EOPNOTSUPP, and the caller falls back to a waiting read
+    "preadv2": ArgumentRule(5, errno.EOPNOTSUPP, denied_bits=RWF_NOWAIT),
 }
 
 # classic BPF, and what a seccomp filter returns
