@@ -351,6 +351,7 @@ ENDINGS = {
 VERDICT = {"exit": Verdict.CRASHED, "signal": Verdict.CRASHED, "raise": Verdict.ERROR, "hang": Verdict.TIMEOUT}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
 def test_a_death_or_hang_after_a_hidden_case_quotes_nothing_the_learner_chose(tmp_path: Path, ending: str) -> None:
     act, then = ENDINGS[ending]

@@ -345,6 +345,7 @@ def test_check_of_a_file_that_does_not_import_exits_5(
     assert "SyntaxError" in done.stdout
 
 
+@pytest.mark.e2e
 def test_check_of_a_link_exits_7_with_a_refused_report(
     packs: dict[str, Pack], learner_python: Path, tmp_path: Path
 ) -> None:
