@@ -344,7 +344,8 @@ def mode_defaults(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            for bounds in ({}, {"low": None, "high": None}, {"low": None}, {"high": None}):
+            # high given, low omitted: the ICE-POP default low stays 0.5, not 1 / high
+            for bounds in ({}, {"low": None, "high": None}, {"low": None}, {"high": None}, {"high": 4.0}):
                 train, rollout, mask = _ratio_grid(DEFAULT_GRID, dtype, g)
                 label = f"{_name(dtype)}, {_bounds_text(bounds)}, ratios {DEFAULT_GRID}"
                 calls.append(call(train, rollout, mask, mode, bounds, label))

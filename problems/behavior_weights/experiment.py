@@ -2,8 +2,8 @@
 
 The judge runs each part of `PARTS` as `part(rng, behavior_weights=...)`, with either the learner's function
 (each call answered by the sandboxed learner process) or the reference's, and compares the float64 series the
-parts return. `rng` is seeded by the grading seed: the categorical's distributions and the bfloat16 log-ratios
-change from seed to seed, so no series can be replayed from another seed's run.
+parts return. `rng` is seeded by the grading seed: the categorical's action order and payoffs f and the bfloat16
+log-ratios change from seed to seed, so no bias, spread or bfloat16 series can be replayed from another seed's run.
 
 Series labelled ``is_*`` (raw importance sampling) and ``bf16_*_unrounded`` / ``bf16_*_strict`` come from
 private helpers below, never from the given function, so they are fixed baselines for every submission.
@@ -22,9 +22,12 @@ DTYPE = torch.float64
 
 # ---------------------------------------------------------------- an 8-way categorical at one prefix
 # q samples the tokens (the rollout engine), p0 is the trainer's distribution the update should follow,
-# f is any per-action quantity whose p0-expectation the weighted q-samples estimate. All three are drawn per
-# seed: q nearly flat, p0 skewed, so that the ratios p0/q spread over [0.05, 3] or so.
+# f is any per-action quantity whose p0-expectation the weighted q-samples estimate. q and p0 are the statement's
+# table, so its ratios (0.0625 ... 3.889, one exactly 1) are what the function sees; the seed permutes the
+# actions and draws f, so the bias and spread series change from seed to seed.
 ACTIONS = 8
+TABLE_Q = (0.16, 0.14, 0.13, 0.13, 0.12, 0.12, 0.11, 0.09)
+TABLE_P0 = (0.01, 0.02, 0.04, 0.08, 0.12, 0.17, 0.21, 0.35)
 CAPS = tuple(1.0 + 0.1 * k for k in range(51))  # U in [1, 6]; random ratios sit on a grid point with probability 0
 
 # ---------------------------------------------------------------- bfloat16 endpoints
@@ -64,8 +67,9 @@ def _checked(result: object, shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
 
 def _categorical(rng: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """q, p0, f as [8] and the function's inputs: [8, 2] log-probabilities whose column 1 is NaN padding."""
-    q = torch.softmax(torch.randn(ACTIONS, generator=rng, dtype=DTYPE) * 0.2, dim=0)  # [8]
-    p0 = torch.softmax(torch.randn(ACTIONS, generator=rng, dtype=DTYPE) * 1.2, dim=0)  # [8]
+    order = torch.randperm(ACTIONS, generator=rng)  # [8]
+    q = torch.tensor(TABLE_Q, dtype=DTYPE)[order]  # [8]
+    p0 = torch.tensor(TABLE_P0, dtype=DTYPE)[order]  # [8]
     f = torch.randn(ACTIONS, generator=rng, dtype=DTYPE)  # [8]
     padding = torch.full((8, 1), math.nan, dtype=DTYPE)
     train_logp = torch.cat([torch.log(p0)[:, None], padding], dim=1)  # [8, 2]

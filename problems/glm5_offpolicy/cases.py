@@ -404,6 +404,13 @@ def gradient_detached(g: torch.Generator) -> list[Call]:
         label = f"{_name(dtype)} [5, 6], logp, rollout_logp and advantages all require grad"
         calls.append(loss_call(logp, rollout, adv, mask, None, label,
                                requires_grad=("logp", "rollout_logp", "advantages")))
+    for dtype in DTYPES:
+        # Both sides of the interval under both signs of A: a rejection that depends on the sign (PPO-clip's
+        # zero-gradient side only) keeps some out-of-interval tokens here, whatever the seed.
+        logp, rollout, mask, adv = _ratio_grid(GRID, dtype, g)
+        adv = adv.abs() * torch.tensor([1.0, -1.0], dtype=dtype)[torch.randperm(2, generator=g)]
+        label = f"{_name(dtype)}, ratios {GRID}, one response with A > 0 and one with A < 0"
+        calls.append(loss_call(logp, rollout, adv, mask, None, label))
     return calls
 
 

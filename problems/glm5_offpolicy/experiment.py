@@ -6,12 +6,14 @@ compares the float64 series the parts return. `rng` is seeded by the grading see
 rollout log-probabilities and the bandit's starting policy change from seed to seed, so no series can be
 replayed from another seed's run.
 
-The bandit curves labelled uncorrected, clamped and on-policy use private helpers below, never
-the given functions, so they are identical for every submission and serve as fixed baselines.
+The sweep's clamped and PPO-clip curves and the bandit curves labelled uncorrected, clamped and on-policy use
+private helpers below, never the given functions, so they are identical for every submission and serve as fixed
+baselines.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
@@ -84,12 +86,37 @@ def _sweep_ratios(rng: torch.Generator, n: int) -> Tensor:
     return torch.cat([inner, bounds]).sort().values  # [N]
 
 
+def _ppo_clip_weight(logp: Tensor, rollout_logp: Tensor, advantage: float) -> Tensor:
+    """PPO-clip's effective weight -d loss / d logp / A per token of the sweep, for one advantage sign.
+
+    Private, never the given functions: the loss is -min(r A, clip(r, 1 - eps, 1 + eps) A) with the ratio taken
+    against rollout_logp, so the curve shows where PPO-clip zeroes a token's gradient: above 1 + eps for A > 0,
+    below 1 - eps for A < 0, and nowhere else.
+    """
+    leaf = logp.detach().clone().requires_grad_(True)  # [N, 1]
+    ratio = torch.exp(leaf - rollout_logp)  # [N, 1]
+    clipped = ratio.clamp(1.0 - CLIP_LOW, 1.0 + CLIP_HIGH)
+    (grad,) = torch.autograd.grad(-torch.minimum(ratio * advantage, clipped * advantage).sum(), leaf)
+    return -grad / advantage  # [N, 1]
+
+
+def _gaps_at(values: Tensor, ratio: Tensor) -> Tensor:
+    """values with NaN where the ratio sits exactly on a bound: a plotted line breaks there, never joining the two
+    sides of a jump."""
+    on_bound = (ratio == 1.0 - CLIP_LOW) | (ratio == 1.0 + CLIP_HIGH)
+    return torch.where(on_bound, torch.full_like(values, math.nan), values)
+
+
 def ratio_sweep(rng: torch.Generator, masked_is_weights: Callable[..., Any],
                 offpolicy_loss: Callable[..., Any]) -> dict[str, Tensor]:
     """Weights and the loss's gradient for one token per row, across ratios on both sides of the interval."""
     n = SWEEP_POINTS
     target_ratio = _sweep_ratios(rng, n)  # [N]
     rollout_logp = -(torch.rand((n, 1), generator=rng, dtype=DTYPE) * 3 + 0.1)  # [N, 1]
+    # The two bound rows get rollout_logp = 0: exp(log(b) - 0) == b exactly in float64, so the functions see both
+    # endpoints at every seed (a random rollout_logp can miss a bound by an ulp in the round trip).
+    on_bound = (target_ratio == 1.0 - CLIP_LOW) | (target_ratio == 1.0 + CLIP_HIGH)  # [N]
+    rollout_logp = torch.where(on_bound.reshape(n, 1), torch.zeros((), dtype=DTYPE), rollout_logp)
     logp = (rollout_logp + torch.log(target_ratio).reshape(n, 1)).requires_grad_(True)  # [N, 1]
     advantages = torch.ones(n, dtype=DTYPE)  # [N]
     mask = torch.ones((n, 1), dtype=torch.bool)  # [N, 1]
@@ -114,6 +141,8 @@ def ratio_sweep(rng: torch.Generator, masked_is_weights: Callable[..., Any],
         "sweep_weights": _as_series("sweep_weights", weights, n),
         "sweep_clamped": _as_series("sweep_clamped", ratio.clamp(1.0 - CLIP_LOW, 1.0 + CLIP_HIGH), n),
         "sweep_gradient": _as_series("sweep_gradient", gradient, n),
+        "sweep_ppo_positive": _gaps_at(_ppo_clip_weight(logp, rollout_logp, 1.0), ratio).reshape(-1),
+        "sweep_ppo_negative": _gaps_at(_ppo_clip_weight(logp, rollout_logp, -1.0), ratio).reshape(-1),
     }
 
 

@@ -109,12 +109,27 @@ def test_toy_bias_matches_the_closed_forms(problem: Problem, seed_index: int) ->
 
 
 def test_toy_ratios_stay_off_the_cap_grid(problem: Problem) -> None:
-    """Under every seed no ratio sits within 1e-9 of U or 1/U, so rounding cannot flip a curve."""
+    """Under every seed the only ratio on the cap grid is the table's exact 1 at U = 1 (equal log-probabilities);
+    every other ratio sits more than 1e-9 from U and 1/U, so rounding cannot flip a curve."""
     for seed in all_seeds(problem):
         q, p0, _ = _categorical(problem, seed)
         for a, b in zip(p0, q, strict=True):
             for cap in problem.experiment_module.CAPS:
+                if a == b and cap == 1.0:
+                    continue
                 assert abs(a / b - cap) > 1e-9 and abs(a / b - 1 / cap) > 1e-9, (seed, a, b, cap)
+
+
+@pytest.mark.parametrize("seed_index", range(7))
+def test_toy_claims_of_the_statement_hold(problem: Problem, seed_index: int) -> None:
+    """TIS bias vanishes once U passes the largest ratio 3.889; ICE-POP bias is never 0 on the grid; at U = 1
+    ICE-POP keeps only the ratio-1 action."""
+    series, _ = reference_series(problem, all_seeds(problem)[seed_index])
+    caps = torch.tensor(problem.experiment_module.CAPS, dtype=torch.float64)
+    assert float(series["tis_bias"][caps >= 3.889].abs().max()) < 1e-15
+    assert bool((series["tis_bias"][caps < 3.889] != 0).all())
+    assert bool((series["icepop_bias"] != 0).all())
+    assert float(series["icepop_clipfrac"][0]) == 7 / 8
 
 
 @pytest.mark.parametrize("seed_index", [0, 1])
@@ -151,14 +166,15 @@ def test_correct_sample_scores_full_marks_and_draws_every_plot(graded, problem: 
 
 def test_open_interval_sample_is_charged_in_the_endpoint_check(graded) -> None:
     """The strict interval shows wherever a ratio sits on a bound; it is charged in `exact_endpoints`, which owns
-    it, and carried forward elsewhere. Random batches, the errors and the toy's random caps never touch it."""
+    it, and carried forward elsewhere: in the cap toy too, whose ICE-POP interval [1, 1] at U = 1 keeps the action of
+    ratio exactly 1. Random batches and the errors never touch it."""
     _, reports = graded
     checks = checks_of(reports[MISTAKE])
     failed = {name for name, check in checks.items() if check["verdict"] != Verdict.PASS}
     shown = failed | {name for name, check in checks.items() if check["cases_followed_through"]}
     assert failed == {"exact_endpoints"}
-    assert {"endpoint_sweep", "bfloat16_inputs", "toy_bf16_on_bound"} <= shown
-    assert {"oracle_tis", "oracle_icepop", "value_errors", "toy_icepop_bias"}.isdisjoint(shown)
+    assert {"endpoint_sweep", "bfloat16_inputs", "toy_bf16_on_bound", "toy_icepop_bias", "toy_clipfrac"} <= shown
+    assert {"oracle_tis", "oracle_icepop", "value_errors"}.isdisjoint(shown)
     assert reports[MISTAKE]["diagnosis"][0]["id"] == "icepop_open_interval"
 
 

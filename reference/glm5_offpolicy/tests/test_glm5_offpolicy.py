@@ -76,3 +76,25 @@ def test_reference_series_are_float64_vectors(problem: Problem, seed_index: int)
     names |= {plot.x for plot in problem.spec.plots} | {line.y for plot in problem.spec.plots for line in plot.lines}
     assert names <= set(series)
     assert all(v.dtype == torch.float64 and v.dim() == 1 and not v.requires_grad for v in series.values())
+
+
+@pytest.mark.parametrize("seed_index", range(7))
+def test_sweep_holds_both_endpoints_exactly(problem: Problem, seed_index: int) -> None:
+    """The statement promises the functions see r == 0.8 and r == 1.2 exactly, at the public seed too."""
+    series, _ = reference_series(problem, [problem.spec.public_seed, *problem.grading_seeds][seed_index])
+    ratio = series["sweep_ratio"]
+    assert bool((ratio == 0.8).any()) and bool((ratio == 1.2).any())
+    assert float(series["sweep_weights"][(ratio == 0.8) | (ratio == 1.2)].abs().max()) == 0.0
+
+
+def test_sweep_ppo_clip_curves_are_the_statement_table(problem: Problem) -> None:
+    """PPO-clip's effective weight: (0.6, 1, 0) for A = +1 and (0, 1, 1.4) for A = -1 at r = (0.6, 1, 1.4)."""
+    series, _ = reference_series(problem, problem.spec.public_seed)
+    ratio = series["sweep_ratio"]
+    for r, positive, negative in [(0.6, 0.6, 0.0), (1.0, 1.0, 1.0), (1.4, 0.0, 1.4)]:
+        at = int((ratio - r).abs().argmin())
+        near = float(ratio[at])
+        assert abs(near - r) < 0.05
+        assert float(series["sweep_ppo_positive"][at]) == pytest.approx(near if positive else 0.0, abs=1e-12)
+        assert float(series["sweep_ppo_negative"][at]) == pytest.approx(near if negative else 0.0, abs=1e-12)
+    assert bool(series["sweep_ppo_positive"][(ratio == 0.8) | (ratio == 1.2)].isnan().all())
