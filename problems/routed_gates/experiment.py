@@ -1,5 +1,5 @@
 """T3 toy experiment for routed_gates: a one-dimensional mixture of experts whose router the rollout sees slightly
-perturbed, with and without routing replay (R3).
+perturbed, with and without Rollout Routing Replay (R3).
 
 The judge runs each part of `PARTS` as `part(rng, routed_gates=...)`, with either the learner's function (each
 call answered by the sandboxed learner process) or the reference's, and compares the float64 series the parts

@@ -1,4 +1,4 @@
-"""Starter for routed_gates: top-k gates of a mixture-of-experts router, with routing replay (R3).
+"""Starter for routed_gates: top-k gates of a mixture-of-experts router, with Rollout Routing Replay (R3).
 
 Implement the function below. Use `torch` and the standard library: numpy and torch's other dependencies
 import too, but answers must be torch tensors and no check needs them. Read the statement for the formulas;

@@ -976,3 +976,50 @@ def value_errors(g: torch.Generator) -> list[Call]:
         groups.append([bad, good] if bool(torch.rand(1, generator=g) < 0.5) else [good, bad])
     # which positions must raise is drawn from the seed too
     return [call for i in torch.randperm(len(groups), generator=g).tolist() for call in groups[i]]
+
+
+# ---------------------------------------------------------------- T3: the toy's own inputs, graded by autograd
+
+TOY_LOGITS = (1.0, 0.3, -0.5, 0.8, -1.2, 0.1)  # the head sweep's prefix (experiment.py)
+TOY_Q = (0.05, 0.10, 0.05, 0.60, 0.05, 0.15)
+TOY_MODES = (NONE, Options("tis", 0.0, 1.5), Options("mis", 0.5, 2.0))
+
+
+def _toy_call(logits: Tensor, q: Tensor, head: list[int], advantages: Tensor, options: Options, note: str) -> Call:
+    """Every token y of one prefix sampled once, one row each: backward of the summed losses gives each row's
+    own gradient, since a row's loss depends on its own logits only."""
+    vocab = logits.shape[0]
+    ids = torch.tensor(head, dtype=torch.int64)
+    log_q = torch.log(q)
+    batch = Batch(
+        logits=logits[None, :].expand(vocab, vocab).clone(),
+        tokens=torch.arange(vocab),
+        rollout_logp=log_q.clone(),
+        head_ids=ids[None, :].expand(vocab, len(head)).clone(),
+        rollout_head_logp=log_q[ids][None, :].expand(vocab, len(head)).clone(),
+        advantages=advantages.clone(),
+        mask=torch.ones(vocab, dtype=torch.bool),
+    )
+    return loss_call(batch, note, options)
+
+
+def toy_gradients(g: torch.Generator) -> list[Call]:
+    """The head sweep's prefix for k = 0..6 in every mode, and the bandit's two actions with and without the head
+    {action 0}: the gradient the toy's curves assume, taken through the learner's loss."""
+    vocab = len(TOY_LOGITS)
+    order = torch.randperm(vocab, generator=g)
+    logits, q = torch.zeros(vocab, dtype=F64), torch.zeros(vocab, dtype=F64)
+    logits[order] = torch.tensor(TOY_LOGITS, dtype=F64) + _uniform(g, -2.0, 2.0)
+    q[order] = torch.tensor(TOY_Q, dtype=F64)
+    ranked = [int(order[v]) for v in sorted(range(vocab), key=lambda v: (-TOY_Q[v], v))]
+    advantages = torch.full((vocab,), _advantage(g), dtype=F64)
+    calls = [_toy_call(logits, q, ranked[:k], advantages, options, f"the head sweep's prefix, head of size {k}")
+             for options in TOY_MODES for k in range(vocab + 1)]
+    p0, q0 = _uniform(g, 0.55, 0.8), _uniform(g, 0.25, 0.45)
+    better = _uniform(g, 0.8, 1.2)
+    rewards = torch.tensor([better, 0.9 * better], dtype=F64)
+    bandit_logits = torch.tensor([math.log(p0), math.log(1.0 - p0)], dtype=F64)
+    bandit_q = torch.tensor([q0, 1.0 - q0], dtype=F64)
+    for head in ([], [0]):
+        calls.append(_toy_call(bandit_logits, bandit_q, head, rewards, NONE, f"the bandit, head {head}"))
+    return calls

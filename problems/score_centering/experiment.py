@@ -1,24 +1,28 @@
-"""T3 toy experiment for score_centering_loss: how much of the expected gradient centring removes, and a drift.
+"""T3 toy experiment for score_centering_loss: how much of the expected gradient centring removes, and whether
+the learning signal survives it.
 
 The judge runs every part of PARTS as `part(rng, score_centering_loss=...)`, on the trusted side; each call of
 `score_centering_loss` is answered by the function being graded and comes back as a plain detached tensor.
 `rng` is seeded by the grading seed: the advantage, the vocabulary's order, a shift of the logits and the
-bandit's distributions change from seed to seed, so no series can be replayed from another seed's run.
+bandit's distributions and rewards change from seed to seed, so no series can be replayed from another seed's run.
 
-The loss is returned per row, without its gradient, so the toy reads what it needs from loss values. Every row
-is one sampled token y at the same prefix, so for a head H and advantage A:
+The loss comes back per row and without its gradient (the judge hands a toy the gradient of a 0-dim loss only),
+so the curves are built from loss values; the gradient the function sends on these same inputs is graded by
+the problem's `toy_gradients` check, with autograd. Every row is one sampled token y at the same prefix, so for
+a head H and the row's advantage A_y:
 
-    loss(y) = -A (w_y log p_y - S_H),   S_H = sum_{v in H} residual_v log p_v.
+    loss(y) = -A_y (w_y log p_y - S_H),   S_H = sum_{v in H} residual_v log p_v.
 
-With an empty head, S = 0 and each row gives the weight w_y = -loss(y) / (A log p_y). With head H, the rows give
-S_H, and since residual_v = q_v w_v - alpha' p_v (w_v being the weight of token v, read above), they give the
-tail coefficient alpha' = (sum_H q_v w_v log p_v - S_H) / sum_H p_v log p_v. The expected gradient with respect
-to the logits follows exactly, with s_v = e_v - p the score of token v:
+With an empty head, S = 0 and each row gives the weight w_y = -loss(y) / (A_y log p_y). With head H, the rows
+give S_H, and since residual_v = q_v w_v - alpha' p_v (w_v being the weight of token v, read above), they give
+the tail coefficient alpha' = (sum_H q_v w_v log p_v - S_H) / sum_H p_v log p_v. The expected gradient of the
+contract's loss with respect to the logits follows, with s_v = e_v - p the score of token v:
 
-    E_q[grad loss] = -A (sum_y q_y w_y s_y - sum_{v in H} residual_v s_v).
+    E_q[grad loss] = -(sum_y q_y A_y w_y s_y - E_q[A] sum_{v in H} residual_v s_v).
 
 A loss that is not of the contract's form gives other weights or another alpha', and so other curves. Series
-named ``bandit_q`` and ``sweep_k*`` / ``bandit_step`` are fixed axes and baselines, never compared.
+named ``bandit_q``, ``bandit_on_policy`` and ``sweep_k*`` / ``bandit_step`` are fixed axes and baselines, never
+compared.
 """
 
 from __future__ import annotations
@@ -39,9 +43,11 @@ LOGITS = (1.0, 0.3, -0.5, 0.8, -1.2, 0.1)
 Q = (0.05, 0.10, 0.05, 0.60, 0.05, 0.15)
 SWEEP_MODES = {"none": ("none", None, None), "tis": ("tis", 0.0, 1.5), "mis": ("mis", 0.5, 2.0)}
 
-# The bandit: two actions, a constant reward, exact expectations under the sampler q, plain gradient steps.
+# The bandit: two actions both rewarded, action 0 by BANDIT_GAP (relative) more, exact expectations under the
+# sampler q, plain gradient steps.
 BANDIT_STEPS = 30
 BANDIT_LR = 1.0
+BANDIT_GAP = 0.1
 
 Loss = Callable[..., Any]
 
@@ -60,8 +66,9 @@ def _losses(output: object, rows: int) -> Tensor:
     return output.detach().to(DTYPE)
 
 
-def _call(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: float, mode: tuple) -> Tensor:
-    """Losses of every token y of the vocabulary sampled at the prefix `logits` [V], head `head`: [V]."""
+def _call(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: Tensor, mode: tuple) -> Tensor:
+    """Losses of every token y of the vocabulary sampled at the prefix `logits` [V], head `head`, row y with the
+    advantage advantage[y]: [V]."""
     vocab = logits.shape[0]
     name, low, high = mode
     ids = torch.tensor(head, dtype=torch.long)
@@ -72,20 +79,20 @@ def _call(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: flo
         rollout_logp=log_q.clone(),
         head_ids=ids[None, :].expand(vocab, len(head)).clone(),
         rollout_head_logp=log_q[ids][None, :].expand(vocab, len(head)).clone(),
-        advantages=torch.full((vocab,), advantage, dtype=DTYPE),
+        advantages=advantage.clone(),
         mask=torch.ones(vocab, dtype=torch.bool),
         mode=name, low=low, high=high,
     )
     return _losses(output, vocab)
 
 
-def _read_weights(loss: Loss, logits: Tensor, q: Tensor, advantage: float, mode: tuple) -> Tensor:
+def _read_weights(loss: Loss, logits: Tensor, q: Tensor, advantage: Tensor, mode: tuple) -> Tensor:
     """w_y for every token [V], from losses with an empty head: loss(y) = -A w_y log p_y."""
     logp = torch.log_softmax(logits, dim=0)
     return -_call(loss, logits, q, [], advantage, mode) / (advantage * logp)
 
 
-def _read_head_sum(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: float, mode: tuple,
+def _read_head_sum(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: Tensor, mode: tuple,
                    weights: Tensor) -> float:
     """S_H = sum_H residual_v log p_v, averaged over the sampled tokens with weights q."""
     logp = torch.log_softmax(logits, dim=0)
@@ -93,14 +100,14 @@ def _read_head_sum(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advan
     return float((q * per_row).sum())
 
 
-def _expected_gradient(logits: Tensor, q: Tensor, head: list[int], advantage: float, weights: Tensor,
+def _expected_gradient(logits: Tensor, q: Tensor, head: list[int], advantage: Tensor, weights: Tensor,
                        residual: Tensor) -> Tensor:
     """E_q[grad loss] with respect to the logits [V]; `residual` is [k], aligned with `head`."""
     p = torch.softmax(logits, dim=0)
     scores = torch.eye(logits.shape[0], dtype=DTYPE) - p[None, :]  # [V, V]: row v is s_v = e_v - p
-    sampled = (q * weights) @ scores  # [V]
+    sampled = (q * advantage * weights) @ scores  # [V]
     centring = residual @ scores[head] if head else torch.zeros_like(p)  # [V]
-    return -advantage * (sampled - centring)
+    return -(sampled - (q * advantage).sum() * centring)
 
 
 # ---------------------------------------------------------------- part 1: the head sweep
@@ -111,8 +118,9 @@ def head_sweep(rng: torch.Generator, score_centering_loss: Loss) -> dict[str, Te
     vocab = len(LOGITS)
     order = torch.randperm(vocab, generator=rng)  # where each of the statement's tokens sits in this vocabulary
     shift = float(torch.rand(1, generator=rng, dtype=DTYPE)) * 4 - 2  # log_softmax ignores it
-    advantage = (0.5 + float(torch.rand(1, generator=rng, dtype=DTYPE))) * (
-        1.0 if float(torch.rand(1, generator=rng)) < 0.5 else -1.0)
+    size = 0.5 + float(torch.rand(1, generator=rng, dtype=DTYPE))
+    sign = 1.0 if float(torch.rand(1, generator=rng)) < 0.5 else -1.0
+    advantage = torch.full((vocab,), sign * size, dtype=DTYPE)  # one advantage A for every sampled token
     logits, q = torch.zeros(vocab, dtype=DTYPE), torch.zeros(vocab, dtype=DTYPE)
     logits[order] = torch.tensor(LOGITS, dtype=DTYPE) + shift
     q[order] = torch.tensor(Q, dtype=DTYPE)
@@ -133,47 +141,62 @@ def head_sweep(rng: torch.Generator, score_centering_loss: Loss) -> dict[str, Te
             residual = weighted_q - alpha_prime * p[head]
             norms.append(float(_expected_gradient(logits, q, head, advantage, weights, residual).norm()))
             alphas.append(alpha_prime)
-        series[f"sweep_{name}"] = torch.tensor(norms, dtype=DTYPE)
+        series[f"sweep_{name}"] = torch.tensor(norms, dtype=DTYPE) / size  # per unit of |A|, as the statement's table
         series[f"alpha_{name}"] = torch.tensor(alphas, dtype=DTYPE)
     return series
 
 
-# ---------------------------------------------------------------- part 2: drift under a constant reward
+# ---------------------------------------------------------------- part 2: the learning signal kept
 
 
-def _bandit_step(loss: Loss, logits: Tensor, q: Tensor, reward: float, centred: bool) -> Tensor:
-    """One exact expected gradient step on the two logits; the centred loss uses the head {action 0}."""
+def _bandit_step(loss: Loss, logits: Tensor, q: Tensor, rewards: Tensor, centred: bool) -> Tensor:
+    """One exact expected gradient step on the two logits, action y rewarded rewards[y]; the centred loss uses the
+    head {action 0}, a one-token tail, so its reconstruction of q is exact."""
     mode = ("none", None, None)
-    weights = _read_weights(loss, logits, q, reward, mode)
+    weights = _read_weights(loss, logits, q, rewards, mode)
     head = [0] if centred else []
     residual = torch.zeros(0, dtype=DTYPE)
     if centred:
         # one head slot: S = residual_0 log p_0, no model needed
-        residual = torch.tensor([_read_head_sum(loss, logits, q, head, reward, mode, weights)], dtype=DTYPE)
+        residual = torch.tensor([_read_head_sum(loss, logits, q, head, rewards, mode, weights)], dtype=DTYPE)
         residual = residual / torch.log_softmax(logits, dim=0)[0]
-    return logits - BANDIT_LR * _expected_gradient(logits, q, head, reward, weights, residual)
+    return logits - BANDIT_LR * _expected_gradient(logits, q, head, rewards, weights, residual)
+
+
+def _on_policy_step(logits: Tensor, rewards: Tensor) -> Tensor:
+    """The exact policy-gradient ascent step E_p[A s], samples from p itself: the baseline no check compares."""
+    p = torch.softmax(logits, dim=0)
+    scores = torch.eye(2, dtype=DTYPE) - p[None, :]  # [2, 2]: row y is s_y = e_y - p
+    return logits + BANDIT_LR * (p * rewards) @ scores
 
 
 def bandit(rng: torch.Generator, score_centering_loss: Loss) -> dict[str, Tensor]:
-    """p(action 0) over plain gradient steps on the expected loss, samples from q, constant reward: the
-    uncentred loss (empty head) drifts toward q; the centred one (head {action 0}) stays where it started."""
+    """p(action 0) over plain gradient steps on the expected loss, samples from q, both actions rewarded and
+    action 0 a little more: the uncentred loss (empty head) drifts toward q against the rewards; the centred one
+    (head {action 0}) moves toward the better action, as the on-policy gradient does."""
     p0 = 0.55 + 0.25 * float(torch.rand(1, generator=rng, dtype=DTYPE))
     q0 = 0.25 + 0.2 * float(torch.rand(1, generator=rng, dtype=DTYPE))
-    reward = 0.5 + float(torch.rand(1, generator=rng, dtype=DTYPE))
+    better = 0.8 + 0.4 * float(torch.rand(1, generator=rng, dtype=DTYPE))
+    rewards = torch.tensor([better, better * (1.0 - BANDIT_GAP)], dtype=DTYPE)  # an easy prompt: both rewarded
     q = torch.tensor([q0, 1.0 - q0], dtype=DTYPE)
     start = torch.tensor([math.log(p0), math.log(1.0 - p0)], dtype=DTYPE)
     trajectories = {}
     for name, centred in (("uncentered", False), ("centered", True)):
         logits, probs = start.clone(), [p0]
         for _ in range(BANDIT_STEPS):
-            logits = _bandit_step(score_centering_loss, logits, q, reward, centred)
+            logits = _bandit_step(score_centering_loss, logits, q, rewards, centred)
             probs.append(float(torch.softmax(logits, dim=0)[0]))
         trajectories[name] = torch.tensor(probs, dtype=DTYPE)
+    logits, on_policy = start.clone(), [p0]
+    for _ in range(BANDIT_STEPS):
+        logits = _on_policy_step(logits, rewards)
+        on_policy.append(float(torch.softmax(logits, dim=0)[0]))
     return {
         "bandit_step": torch.arange(BANDIT_STEPS + 1, dtype=DTYPE),
         "bandit_uncentered": trajectories["uncentered"],
         "bandit_centered": trajectories["centered"],
         "bandit_trajectories": torch.cat([trajectories["uncentered"], trajectories["centered"]]),
+        "bandit_on_policy": torch.tensor(on_policy, dtype=DTYPE),
         "bandit_q": torch.full((BANDIT_STEPS + 1,), q0, dtype=DTYPE),
     }
 

@@ -160,7 +160,7 @@ def test_head_sweep_reproduces_the_statements_values(problem: Problem, seed: int
     scale = abs(advantages[0])
     assert 0.5 <= scale <= 1.5 and len(set(advantages)) == 1
     for mode, known in KNOWN_SWEEP.items():
-        got = (series[f"sweep_{mode}"] / scale).tolist()
+        got = series[f"sweep_{mode}"].tolist()  # the toy plots per unit of |A|, as the table reads
         for k, (value, expected) in enumerate(zip(got, known, strict=True)):
             if expected is None:
                 assert value < 1e-12, (mode, k, value)
@@ -168,13 +168,16 @@ def test_head_sweep_reproduces_the_statements_values(problem: Problem, seed: int
                 assert value == pytest.approx(expected, abs=6e-4), (mode, k)
 
 
-def test_bandit_centred_stays_and_uncentred_drifts_to_q(problem: Problem) -> None:
+@pytest.mark.parametrize("seed", [20260505, *range(1, 20)])
+def test_bandit_centred_keeps_the_signal_uncentred_drifts_to_q(problem: Problem, seed: int) -> None:
+    """The statement's claim, at the public seed and 19 others: action 0 is the better one, yet the uncentred
+    run moves p(action 0) down toward q at every step; the centred and on-policy runs move it up."""
     loss = problem.reference[FUNCTION]
-    series = problem.experiment_module.bandit(generator_for(3, "bandit"), score_centering_loss=loss)
-    centred, uncentred, q = series["bandit_centered"], series["bandit_uncentered"], series["bandit_q"]
-    assert torch.allclose(centred, centred[:1].expand_as(centred), rtol=0, atol=1e-12)
-    gaps = (uncentred - q).abs()
-    assert bool((gaps[1:] < gaps[:-1]).all()) and float(gaps[-1]) < 0.1 * float(gaps[0])
+    series = problem.experiment_module.bandit(generator_for(seed, "bandit"), score_centering_loss=loss)
+    centred, uncentred = series["bandit_centered"], series["bandit_uncentered"]
+    on_policy, q = series["bandit_on_policy"], series["bandit_q"]
+    assert bool((uncentred[1:] < uncentred[:-1]).all()) and bool((uncentred > q).all())
+    assert bool((centred[1:] > centred[:-1]).all()) and float(on_policy[-1]) > float(on_policy[0])
 
 
 def _reference_series(problem: Problem, functions: dict[str, Callable[..., Any]], seed: int) -> dict[str, torch.Tensor]:
