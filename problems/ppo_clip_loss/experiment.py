@@ -177,8 +177,9 @@ def length_bias(rng: torch.Generator, ppo_clip_loss: Loss) -> dict[str, Tensor]:
 
 
 def dual_clip_batch(rng: torch.Generator, ppo_clip_loss: Loss) -> dict[str, Tensor]:
-    """One token of a negative-advantage response runs away (ratio rho from 1 to 10) in a batch whose other
-    tokens sit inside the interval: its share of the batch's gradient, with the dual clip and without it."""
+    """One token of a negative-advantage response runs away (ratio rho from 1 to 30) in a batch whose other
+    tokens sit inside the interval but one, clipped: its share of the batch's gradient, with the dual clip and
+    without it."""
     rows, cols = DUAL_BATCH
     old = _uniform(rng, (rows, cols), -3.0, -0.3)  # [B, L]
     inside = _uniform(rng, (rows, cols), 0.85, 1.15)  # [B, L]
@@ -186,6 +187,8 @@ def dual_clip_batch(rng: torch.Generator, ppo_clip_loss: Loss) -> dict[str, Tens
     advantages = signs * _uniform(rng, (rows,), 0.5, 2.0)  # [B]
     row = int(torch.nonzero(signs < 0)[0])
     col = int(torch.randint(0, cols, (), generator=rng))
+    # one token of a right answer above the interval: clipped, so it gives no gradient, whatever the runaway does
+    inside[int(torch.nonzero(signs > 0)[0]), col] = float(_uniform(rng, (), 1.35, 1.6))
     rhos = _log_cells(rng, DUAL_POINTS, DUAL_RANGE, (1.0 + DUAL_EPS, DUAL_CAP))
     mask = torch.ones(rows, cols, dtype=torch.bool)
     out: dict[str, Tensor] = {}
