@@ -117,15 +117,17 @@ def _shuffled(g: torch.Generator, values: Sequence[float]) -> list[float]:
 
 
 def assemble(g: torch.Generator, advantages: Sequence[float], ratios: Sequence[Sequence[float]], cols: int,
-             dtype: torch.dtype, pad: tuple[float, float] | None = None, scatter: bool = False) -> Batch:
+             dtype: torch.dtype, pad: tuple[float, float] | None = None, scatter: bool = False,
+             shift: float = 0.0) -> Batch:
     """Row i holds the valid tokens `ratios[i]` (shuffled), then padding up to `cols` positions.
 
     old_logp is drawn at random and logp = old_logp + log r; the functions see the ratio of the rounded
     pair, within a few ulps of r. Padded positions hold `pad` (logp, old_logp), or random finite values that
-    a solution ignoring the mask would pick up. `scatter` puts the valid tokens at random positions.
+    a solution ignoring the mask would pick up. `scatter` puts the valid tokens at random positions; `shift`
+    moves every valid log-probability by the same amount, leaving the ratios as they are.
     """
     rows = len(ratios)
-    old = -(torch.rand(rows, cols, generator=g, dtype=F64) * 4.0 + 0.05)  # [B, L]
+    old = shift - (torch.rand(rows, cols, generator=g, dtype=F64) * 4.0 + 0.05)  # [B, L]
     log_ratio = torch.zeros(rows, cols, dtype=F64)
     mask = torch.zeros(rows, cols, dtype=torch.bool)
     for i, row in enumerate(ratios):
@@ -493,6 +495,30 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
             reduction = ("token_mean", "seq_mean")[index % 2]
             calls.append(loss_call(batch, f"padding logp={pad[0]}, old_logp={pad[1]}", dual_clip=3.0,
                                    reduction=reduction))
+    return calls
+
+
+# Where exp of a log-probability underflows to 0 (below about -103.3 in float32 and -744.4 in float64),
+# and log-ratios near the edges of the statement's [-20, 20].
+TINY_SHIFTS = {F32: (-110.0, -140.0), F64: (-760.0, -900.0)}
+EDGE_LOG_RATIO = 19.0
+
+
+def extreme_log_probs(g: torch.Generator) -> list[Call]:
+    """Valid log-probabilities far below where exp underflows, and log-ratios of +-19: only exp(logp - old_logp)
+    gives the ratio there; exp(logp) / exp(old_logp) is 0 / 0."""
+    calls = []
+    for dtype in DTYPES:
+        for index, shift in enumerate(TINY_SHIFTS[dtype]):
+            at = Regions(g, (0.2, 0.2), 3.0)
+            edge = math.exp(EDGE_LOG_RATIO * _uniform(g, 0.97, 1.0))
+            ratios = [[at.above(), at.inside(), at.below(), 1.0 / edge], [at.below(), at.beyond(), at.inside(), edge],
+                      [at.inside(), at.above()]]
+            advantages = [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, -1.0)]
+            batch = assemble(g, advantages, ratios, 5, dtype, shift=shift)
+            dual_clip, reduction = ((None, "token_mean"), (3.0, "seq_mean"))[index]
+            calls.append(loss_call(batch, f"valid log-probabilities near {shift:g}, log-ratios up to +-19",
+                                   dual_clip=dual_clip, reduction=reduction))
     return calls
 
 

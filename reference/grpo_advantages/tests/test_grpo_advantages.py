@@ -67,6 +67,35 @@ def test_bandit_scale_reproduces_known_values(problem: Problem, seed_index: int)
         assert torch.allclose(series[f"scale_centred_g{group_size}"], flat, rtol=1e-12, atol=0)
 
 
+def _scale_claims(series: dict[str, torch.Tensor]) -> dict[str, bool]:
+    """The statement's claims about S(p) with std normalization, for one seed's series."""
+    p = series["success_p"]
+    half = int((p - 0.5).abs().argmin())
+    claims = {"G = 2 flat at 1": bool(((series["scale_std_g2"] - 1.0).abs() < 4e-6).all())}
+    for group_size in (2, 4, 8, 16):
+        scale = series[f"scale_std_g{group_size}"]
+        claims[f"G = {group_size} symmetric in p"] = bool(((scale - scale.flip(0)).abs() < 4e-15).all())
+        if group_size > 2:
+            # a U: smallest at p = 1/2, largest at both ends
+            claims[f"G = {group_size} a U"] = int(scale.argmin()) == half and float(scale[0]) > float(scale[half])
+    return claims
+
+
+def test_normalized_scale_is_symmetric_in_p_at_the_public_seed_and_in_20_seeds(problem: Problem) -> None:
+    """Dr. GRPO's difficulty bias: too hard and too easy prompts are amplified alike, and G = 2 not at all."""
+    part, reference = problem.experiment_module.scale_curves, problem.reference["grpo_advantages"]
+    public = _scale_claims(part(generator_for(problem.spec.public_seed, "experiment:scale_curves"), reference))
+    assert all(public.values()), public
+    for seed in range(20):
+        claims = _scale_claims(part(torch.Generator().manual_seed(seed), reference))
+        assert all(claims.values()), (seed, claims)
+
+
+def test_every_plotted_line_has_a_label(problem: Problem) -> None:
+    """An empty label makes matplotlib name the line itself (`_child5`) in the legend."""
+    assert all(line.label.strip() for plot in problem.spec.plots for line in plot.lines)
+
+
 def test_reference_series_are_float64_vectors(problem: Problem) -> None:
     series, parts = reference_series(problem, problem.grading_seeds[0])
     assert set(parts) == set(series) and set(parts.values()) == {"scale_curves"}

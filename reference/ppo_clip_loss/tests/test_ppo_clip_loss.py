@@ -163,14 +163,27 @@ def test_sweep_is_flat_where_a_clip_binds(reference_toy: dict[str, torch.Tensor]
     assert torch.equal(reference_toy["sweep_clipfrac_neg"], below.to(torch.float64))
 
 
-def test_length_bias_weights_are_one_32nd_one_quarter_and_one_60th(reference_toy: dict[str, torch.Tensor]) -> None:
-    for sign in ("pos", "neg"):
-        token, seq = reference_toy[f"lenbias_weight_token_{sign}"], reference_toy[f"lenbias_weight_seq_{sign}"]
+def test_length_bias_pushes_read_the_weights_with_the_advantage_sign(reference_toy: dict[str, torch.Tensor]) -> None:
+    for name, sign in (("pos", 1.0), ("neg", -1.0)):
+        token, seq = reference_toy[f"lenbias_push_token_{name}"], reference_toy[f"lenbias_push_seq_{name}"]
         clipped = token == 0
         assert int(clipped.sum()) == 2 and bool((seq[clipped] == 0).all())  # two tokens on the binding side
-        torch.testing.assert_close(token[~clipped], torch.full_like(token[~clipped], 1 / 32))
-        torch.testing.assert_close(seq[:2], torch.full((2,), 1 / 4, dtype=torch.float64))
-        torch.testing.assert_close(seq[2:][~clipped[2:]], torch.full_like(seq[2:][~clipped[2:]], 1 / 60))
+        torch.testing.assert_close(token[~clipped], torch.full_like(token[~clipped], sign / 32))
+        torch.testing.assert_close(seq[:2], torch.full((2,), sign / 4, dtype=torch.float64))
+        torch.testing.assert_close(seq[2:][~clipped[2:]], torch.full_like(seq[2:][~clipped[2:]], sign / 60))
+        # each response's total: 1/B each under seq_mean, less the long response's two clipped tokens
+        expected = {"seq": [1 / 2, 28 / 60], "token": [2 / 32, 28 / 32]}
+        for reduction, totals in expected.items():
+            got = reference_toy[f"lenbias_total_{reduction}_{name}"]
+            torch.testing.assert_close(got, sign * torch.tensor(totals, dtype=torch.float64))
+
+
+def test_dual_clip_stops_one_token_from_carrying_the_batch(reference_toy: dict[str, torch.Tensor]) -> None:
+    r, free, capped = reference_toy["dual_ratio"], reference_toy["dual_share_free"], reference_toy["dual_share_capped"]
+    assert float(r.max()) > 25.0 and float(free[-1]) > 1 / 3  # one token of 24 carries over a third of the update
+    assert bool((capped[r > 3.0] == 0).all()) and (r > 3.0).any()
+    torch.testing.assert_close(capped[r < 3.0], free[r < 3.0])
+    assert bool((free.diff() > 0).all())
 
 
 def test_clipping_holds_the_ratios_that_run_away_without_it(reference_toy: dict[str, torch.Tensor]) -> None:
@@ -182,15 +195,43 @@ def test_clipping_holds_the_ratios_that_run_away_without_it(reference_toy: dict[
     assert float(clipfrac[0]) == 0.0 and float(clipfrac[1:].mean()) > 0.1
 
 
+def _epoch_claims(series: dict[str, torch.Tensor]) -> dict[str, bool]:
+    """The statement's claims about the reused batch, for one seed."""
+    clipfrac = series["epochs_clipfrac_clip"]
+    return {
+        "clipfrac on by the fourth step": bool((clipfrac[:4] > 0).any()),
+        "clipped ratios in [0.35, 1.5]": float(series["epochs_min_ratio_clip"].min()) > 0.35
+        and float(series["epochs_max_ratio_clip"].max()) < 1.5,
+        "clipped KL below 0.1": float(series["epochs_kl_clip"].max()) < 0.1,
+        "free ratios past 1.8 and below 0.09": float(series["epochs_max_ratio_free"].max()) > 1.8
+        and float(series["epochs_min_ratio_free"].min()) < 0.09,
+        "free KL ends above 0.86": float(series["epochs_kl_free"][-1]) > 0.86,
+        "free ends with the higher payoff": float(series["epochs_payoff_free"][-1])
+        > float(series["epochs_payoff_clip"][-1]),
+        "clipped improves on the start": float(series["epochs_payoff_clip"][-1])
+        > float(series["epochs_payoff_clip"][0]),
+    }
+
+
+def test_reused_batch_claims_hold_at_the_public_seed_and_in_20_seeds(problem: Problem) -> None:
+    """Clipping is a trust region here, not a cure for overfitting: the statement says so, in every seed."""
+    part, reference = problem.experiment_module.reuse_epochs, problem.reference["ppo_clip_loss"]
+    public = _epoch_claims(part(generator_for(problem.spec.public_seed, "experiment:reuse_epochs"), reference))
+    assert all(public.values()), public
+    held: dict[str, int] = {}
+    for seed in range(20):
+        for claim, ok in _epoch_claims(part(torch.Generator().manual_seed(seed), reference)).items():
+            held[claim] = held.get(claim, 0) + ok
+    assert all(n == 20 for n in held.values()), held
+
+
 # ---------------------------------------------------------------- end to end, through the CLI
 
 
 def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> None:
     report = graded["nora_per_response"]
     assert_full_marks(report)
-    assert sorted(report["artifacts"]) == sorted(
-        f"{p}.png" for p in ("clip_sweep", "clip_sweep_gradient", "length_bias", "reuse_epochs", "reuse_clipfrac")
-    )
+    assert sorted(report["artifacts"]) == sorted(f"{p.file}" for p in Problem(PROBLEM).spec.plots)
 
 
 def test_ratio_clipfrac_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:
