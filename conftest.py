@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from grader.judge.cases import Call
+from grader.judge.expectations import Expectations
 from grader.model.problem import Problem
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
@@ -237,3 +239,27 @@ def sample_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sample_batch(run_cli, sample_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Batch:
     """Every sample (hostile, broken, correct) graded in one `grade-all` call with small limits."""
     return grade_folder(run_cli, sample_folder, tmp_path_factory.mktemp("graded") / "samples", *SMALL_LIMITS)
+
+
+# ---------------------------------------------------------------------------------------------- hidden evidence
+
+
+def t3_series_names(problem: Problem) -> list[str]:
+    return [name for check in problem.spec.checks if check.kind == "experiment" for name in check.series]
+
+
+def series_fingerprints(problem: Problem, seed: int) -> set[str]:
+    """Each expected value of the T3 series at `seed`, as messages format numbers (repr, %.10g, %.6g), left out
+    when it is too short to be told apart from other numbers of a report or when the public seed's series hold it
+    too (those are public: the previews show them)."""
+    public = Expectations(problem, problem.spec.public_seed).series()
+    shared = {x for name in t3_series_names(problem) for x in public[name].tolist()}
+    found = set()
+    for name, value in Expectations(problem, seed).series().items():
+        if name not in t3_series_names(problem):
+            continue
+        for x in value.tolist():
+            if not math.isfinite(x) or x == round(x) or x in shared:
+                continue
+            found |= {text for text in (repr(x), f"{x:.10g}", f"{x:.6g}") if len(text.lstrip("-")) >= 6}
+    return found

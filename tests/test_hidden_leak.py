@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import signal
 import xml.etree.ElementTree as ET
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import series_fingerprints
 
 from grader.judge.cases import Call
 from grader.judge.compare import compare_series
@@ -125,31 +125,10 @@ def test_hidden_labels_carry_no_input_value(problem_id: str) -> None:
 T3_WRONG = "high_bound_ignored"
 
 
-def _t3_names(problem: Problem) -> list[str]:
-    return [name for check in problem.spec.checks if check.kind == "experiment" for name in check.series]
-
-
-def _series_fingerprints(problem: Problem, seed: int) -> set[str]:
-    """Each expected value of the T3 series at `seed`, as messages format numbers (repr, %.10g, %.6g), left out
-    when it is too short to be told apart from other numbers of a report or when the public seed's series hold it
-    too (those are public: the previews show them)."""
-    public = Expectations(problem, problem.spec.public_seed).series()
-    shared = {x for name in _t3_names(problem) for x in public[name].tolist()}
-    found = set()
-    for name, value in Expectations(problem, seed).series().items():
-        if name not in _t3_names(problem):
-            continue
-        for x in value.tolist():
-            if not math.isfinite(x) or x == round(x) or x in shared:
-                continue
-            found |= {text for text in (repr(x), f"{x:.10g}", f"{x:.6g}") if len(text.lstrip("-")) >= 6}
-    return found
-
-
 def test_grading_seed_series_never_reach_learner_outputs(run_cli, tmp_path: Path) -> None:
     problem = Problem(PROBLEM)
     seed = problem.grading_seeds[0]
-    expected = _series_fingerprints(problem, seed)
+    expected = series_fingerprints(problem, seed)
     assert len(expected) > 20
     wrong = run_cli("known-wrong", "--problem", PROBLEM, T3_WRONG)
     assert wrong.returncode == ExitCode.OK, wrong.stderr[-2000:]

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 import pytest
 import torch
-from conftest import PROBLEM, ROOT, checks_of
+from conftest import PROBLEM, ROOT, checks_of, series_fingerprints
 
 from grader import commands
 from grader.confine.sandbox import BOX_TMPFS_MB, MAX_SLOTS, SLOT_UID_BASE
@@ -724,3 +724,22 @@ def test_an_answer_over_the_result_limit_is_named_as_the_cause(hostile: Hostile)
     report = hostile.reports["cheat_giant_tensors"]
     if report["status"] == "graded":
         assert "result limit" in report["message"]
+
+
+def test_no_learner_output_quotes_the_grading_seed_series(hostile: Hostile) -> None:
+    """leak_t3_expected misses every toy series by a thousandth: instructors read where and by how much, learners
+    which point misses and on which side, never a value of the reference's series at the grading seed."""
+    report = hostile.reports["leak_t3_expected"]
+    expected = series_fingerprints(Problem(PROBLEM), report["seed"])
+    t3 = [c for tier in report["tiers"] if tier["tier"] == "T3" for c in tier["checks"]]
+    failing = [c for c in t3 if c["verdict"] == "fail"]
+    assert failing, "the toy must fail for this file to test anything"
+    assert any(f in c["message"] for c in failing for f in expected)  # the instructor's evidence keeps them
+    view = learner_view(load_report(hostile.out / "leak_t3_expected" / "report.json"))
+    texts = {
+        "learner view": json.dumps(view),
+        "report.html": (hostile.out / "leak_t3_expected" / "report.html").read_text(),
+    }
+    for where, text in texts.items():
+        leaked = sorted(f for f in expected if f in text)
+        assert not leaked, f"{where} quotes the grading seed's T3 series: {leaked[:3]}"
