@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,8 @@ def import_failure_message(status: Status, hello: dict[str, Any], submission: Pa
 @dataclass(frozen=True)
 class Graded:
     report: Report
-    series: dict[str, torch.Tensor] | None  # the learner's toy-experiment series, for plots
+    series: dict[str, torch.Tensor] | None  # the learner's toy series at the public seed, for plots
+    plot_failures: dict[str, str] = field(default_factory=dict)  # toy parts of that run with no series, and why
 
 
 def grade(
@@ -106,7 +107,7 @@ def grade(
     )
     report.diagnosis = [_diagnosis_entry(f) for f in findings]
     report.follow_through = follow
-    return Graded(report, context.learner_series() if context.experiment_ran else None)
+    return Graded(report, context.plotted, context.plot_failures)
 
 
 def _intake(submission: Path | Submission, launched: Launched | None) -> Submission:
@@ -180,10 +181,10 @@ def visible_first(checks: list[CheckSpec], expectations: ExpectedSide) -> list[C
 
 
 def _prefetch_series(context: CheckContext, problem: GradedProblem) -> dict[str, torch.Tensor] | None:
-    """Run the toy experiment first, so its plots can be drawn while the other checks run."""
+    """Run the toy experiment at the public seed first, so its plots can be drawn while the checks run."""
     if not any(c.kind == "experiment" for c in problem.spec.checks):
         return None
-    return context.learner_series()  # a part that failed has no series; its checks say why in their turn
+    return context.plotted_series()  # a part that failed has no series; `plot_failures` says why
 
 
 def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: set[str]) -> dict[str, int]:

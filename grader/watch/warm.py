@@ -93,7 +93,7 @@ class WarmJudge:
         self._starting.start()
         self.plot_server = start_plot_server(self.problem)
         self.expectations.warm()
-        self.inputs = plot_inputs(self.problem, self.expectations)
+        self.inputs = plot_inputs(self.problem)
         self._plots = self._plot_job()
         self._starting.join()
         if self._start_error is not None:
@@ -112,7 +112,6 @@ class WarmJudge:
             self.problem.spec.plots,
             self.out,
             note=self.inputs.note,
-            reference=self.inputs.reference,
             preview=self.inputs.preview,
             tolerances=series_tolerances(self.problem.spec.checks),
             server=self.plot_server,
