@@ -115,11 +115,12 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
 
 
 def toy_failures(failures: dict[str, str]) -> str:
-    """Why the plots of some toy parts are missing: the parts whose run at the public seed gave no series."""
+    """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
+    series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
     if not failures:
         return ""
-    said = "; ".join(f"{part}: {clean_line(why, 200)}" for part, why in sorted(failures.items()))
-    return f"Plots of the toy's run at the public seed missing where a part stopped ({said})."
+    parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
+    return f"No plot of the toy's {parts}: your functions stopped it at the public seed (the T3 checks say how)."
 
 
 def grade_into(

@@ -55,6 +55,7 @@ class CheckContext:
         self.problem, self.expect, self.supervisor = problem, expectations, supervisor
         self._parts: list[PartResult] | None = None
         self._plotted: dict[str, torch.Tensor] | None = None
+        self._answered: set[str] = set()
         self.plot_failures: dict[str, str] = {}  # the public-seed run's parts that gave no series, and why
 
     def cases(self, check: CheckSpec) -> list[Call]:
@@ -66,10 +67,17 @@ class CheckContext:
         return self.expect.observation(check.expected, check.cases, index)
 
     def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any] | LearnerFailure]:
-        return self.supervisor.observe_all(calls)
+        for call, got in zip(calls, self.supervisor.observe_all(calls), strict=False):
+            if not call.hidden and isinstance(got, dict) and "raised" not in got:
+                self._answered.add(call.function)
+            yield got
 
     def signatures(self) -> dict[str, Any]:
         return dict(self.supervisor.hello.get("functions", {}))
+
+    def answered(self) -> set[str]:
+        """The contract functions that returned a value on at least one visible case so far."""
+        return set(self._answered)
 
     def functions(self) -> list[FunctionSpec]:
         return self.problem.spec.functions

@@ -16,7 +16,7 @@ from grader.confine.intake import Submission, read_submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
-from grader.judge.checks import CheckRun, run_check
+from grader.judge.checks import READS_ANSWERS, CheckRun, run_check
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import Explained, Finding, candidates, diagnose
@@ -172,12 +172,13 @@ def _judge(
 
 def visible_first(checks: list[CheckSpec], expectations: ExpectedSide) -> list[CheckSpec]:
     """Checks in the order they run: those without a hidden case first, so that no learner-facing message of a
-    visible case can quote text from a worker that has already been sent a hidden case's inputs."""
+    visible case can quote text from a worker that has already been sent a hidden case's inputs; last, the kinds
+    that read what the calls answered (they send no call and quote nothing a worker said after its import)."""
 
     def has_hidden(check: CheckSpec) -> bool:
         return check.cases is not None and any(call.hidden for call in expectations.cases(check.cases))
 
-    return sorted(checks, key=has_hidden)
+    return sorted(checks, key=lambda check: (check.kind in READS_ANSWERS, has_hidden(check)))
 
 
 def _prefetch_series(context: CheckContext, problem: GradedProblem) -> dict[str, torch.Tensor] | None:
