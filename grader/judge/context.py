@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any, Protocol
 
 import torch
@@ -16,6 +16,9 @@ from grader.judge.experiment import CallFailed, PartResult, run_experiment
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.spec import CheckSpec, FunctionSpec, ProblemSpec, Tolerance
 from grader.model.verdicts import Verdict
+
+
+STALLS = (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED)  # a call that cost time and answered nothing
 
 
 class GradedProblem(Protocol):
@@ -94,26 +97,25 @@ class CheckContext:
         if self._parts is None:
             limits = self.supervisor.limits
             timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
-            self._parts = self._run_toy(self.expect.seed, timeout, give_up_after_a_hang=False)
+            self._parts = self._run_toy(self.problem.experiment_module, self.expect.seed, timeout, stop_at_a_stall=False)
         return self._parts
 
-    def _run_toy(self, seed: int, timeout_s: float, give_up_after_a_hang: bool) -> list[PartResult]:
-        hung: list[CallFailed] = []
+    def _run_toy(self, module: Any, seed: int, timeout_s: float, stop_at_a_stall: bool) -> list[PartResult]:
+        stalled: list[CallFailed] = []
 
         def observe(call: Call, timeout_s: float) -> dict[str, Any]:
-            if hung:
-                raise hung[0]
+            if stalled:
+                raise stalled[0]
             try:
                 return self.supervisor.observe_one(call, timeout_s)
             except LearnerFailure as failure:
                 failed = CallFailed(failure.verdict, f"{call.function}: {failure.message}")
-                if give_up_after_a_hang and failure.verdict in (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED):
-                    hung.append(failed)
+                if stop_at_a_stall and failure.verdict in STALLS:
+                    stalled.append(failed)
                 raise failed from None
 
         names = [f.name for f in self.problem.spec.functions]
-        module, call_timeout_s = self.problem.experiment_module, self.supervisor.limits.call_timeout_s
-        return run_experiment(module, names, observe, seed, timeout_s, call_timeout_s)
+        return run_experiment(module, names, observe, seed, timeout_s, self.supervisor.limits.call_timeout_s)
 
     def learner_series(self) -> dict[str, torch.Tensor]:
         return {name: value for part in self.experiment() for name, value in part.series.items()}
@@ -126,21 +128,29 @@ class CheckContext:
     def plotted_series(self) -> dict[str, torch.Tensor]:
         """The learner's toy series at the public seed, the inputs of the previews, for the plots a learner sees.
 
-        At a grading seed this is a run of its own, before any hidden case reaches the worker, so nothing a learner
-        reads in a plot was computed by a worker holding hidden inputs; its time is given back to the budget, and
-        its first hang or crash ends it (a plot is missing, no grading time is lost twice)."""
+        At a grading seed this is a second run, after the graded one and before any hidden case reaches the worker,
+        so nothing a learner reads in a plot was computed by a worker holding hidden inputs. It costs the learner
+        nothing: a part that hung, crashed or ran out of time in the graded run is not run again (its plots are
+        missing), the first stall ends the run, and its time is given back to the budget."""
+        if self._plotted is None and not self.series_hidden():
+            self._plotted = self.learner_series()
         if self._plotted is None:
-            if not self.series_hidden():
-                self._plotted = self.learner_series()
-            else:
-                started = time.monotonic()
-                limits = self.supervisor.limits
-                timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
-                parts = self._run_toy(self.problem.spec.public_seed, timeout, give_up_after_a_hang=True)
-                self.supervisor.refund(time.monotonic() - started)
-                self.supervisor.phases["plotted_toy"] = round(time.monotonic() - started, 4)
-                self._plotted = {name: value for part in parts for name, value in part.series.items()}
-                self.plot_failures = {part.name: part.failure.message for part in parts if part.failure is not None}
+            graded = self.experiment()
+            stalled = {part.name for part in graded if part.failure is not None and part.failure.verdict in STALLS}
+            parts = tuple(part for part in self.problem.experiment_module.PARTS if part.__name__ not in stalled)
+            started = time.monotonic()
+            limits = self.supervisor.limits
+            timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
+            public = (
+                self._run_toy(SimpleNamespace(PARTS=parts), self.problem.spec.public_seed, timeout, stop_at_a_stall=True)
+                if parts
+                else []
+            )
+            self.supervisor.refund(time.monotonic() - started)
+            self.supervisor.phases["plotted_toy"] = round(time.monotonic() - started, 4)
+            self._plotted = {name: value for part in public for name, value in part.series.items()}
+            failed = {part.name: part.failure.message for part in public if part.failure is not None}
+            self.plot_failures = {**failed, **{name: "stalled at the grading seed" for name in stalled}}
         return self._plotted
 
     def reference_series(self) -> dict[str, torch.Tensor]:
