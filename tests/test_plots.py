@@ -12,6 +12,7 @@ import torch
 from conftest import PROBLEM
 
 from grader.model.problem import Problem
+from grader.model.spec import PlotSpec
 from grader.outputs import figures
 from grader.outputs.plots import ForkedDrawing, PlotJob, PlotServer, figure_specs, preview_file, series_tolerances
 
@@ -146,3 +147,39 @@ def test_each_curve_is_marked_where_it_misses_even_where_another_curve_misses_to
     assert drawn[marked[1]["label"]].get_markerfacecolor() == curve.get_color()
     figures.draw_figure(learner)
     assert (tmp_path / plot.file).stat().st_size > 0
+
+
+def test_a_plot_that_counts_batches_has_whole_number_ticks() -> None:
+    weights = Problem("behavior_weights")
+    (plot,) = [plot for plot in weights.spec.plots if plot.file == "bf16_on_bound.png"]
+    assert plot.integer_x
+    series = {plot.x: torch.arange(1, 21, dtype=torch.float64)}
+    series |= {line.y: torch.rand(20, dtype=torch.float64) for line in plot.lines}
+    (spec,), _ = figure_specs([plot], series, Path("/nowhere"), as_reference=True)
+    axes = figures.figure_of(spec).axes[0]
+    ticks = [tick for tick in axes.get_xticks() if spec["xlim"][0] <= tick <= spec["xlim"][1]]
+    assert len(ticks) >= 3 and all(float(tick).is_integer() for tick in ticks), ticks
+
+
+def test_a_route_profile_spans_where_its_curves_differ_not_the_whole_sweep() -> None:
+    routed = Problem("routed_gates")
+    (plot,) = [plot for plot in routed.spec.plots if plot.file == "route_profile.png"]
+    x = torch.linspace(-2, 2, 2001, dtype=torch.float64)
+    series = {name: torch.zeros_like(x) for name in [plot.x, *(line.y for line in plot.lines)]}
+    series[plot.x] = x
+    differ = (x >= 0.1) & (x <= 0.2)
+    series[plot.zoom_to_differences[0]] = torch.where(differ, -0.5, -3.0) + 0.0 * x
+    series[plot.zoom_to_differences[1]] = torch.full_like(x, -3.0)
+    learner, preview = figure_specs([plot], series, Path("/nowhere"), preview=series)[0]
+    lo, hi = learner["xlim"]
+    assert learner["xlim"] == preview["xlim"]
+    assert lo <= 0.1 and hi >= 0.2, "every point where the curves differ is on the axes"
+    assert hi - lo < 0.5, f"{lo}..{hi}: the axis spends its width on the range where they agree"
+    assert learner["ylim"][1] > -0.5  # the difference is on the axes, not cut off
+
+
+def test_a_zoom_must_name_series_the_plot_draws() -> None:
+    routed = Problem("routed_gates")
+    data = routed.spec.plots[0].model_dump()
+    with pytest.raises(ValueError, match="not its lines' series"):
+        PlotSpec.model_validate({**data, "zoom_to_differences": ["no_such_series", data["lines"][0]["y"]]})

@@ -113,6 +113,10 @@ def figure_of(spec: dict[str, Any]) -> Any:
             )
     ax.set_xlim(*spec["xlim"])
     ax.set_ylim(*spec["ylim"])
+    if spec.get("integer_x"):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     title = spec["title"] + (f"\n{spec['note']}" if spec.get("note") else "")
     ax.set_title(title, fontsize=11, y=1.0)  # a fixed place: no measuring of the axis below it
     ax.set_xlabel(spec["xlabel"], fontsize=10)

@@ -242,17 +242,46 @@ def figure_specs(
             continue
         shown = _optional_panel(plot, preview)
         anchors = [shown] if shown is not None else []
-        xlim = axis_limits([mine.x], [panel.x for panel in anchors])
-        ylim = axis_limits(mine.lines, [y for panel in anchors for y in panel.lines])
-        spec = _base_spec(plot, out_dir, plot.file, note, xlim, ylim)
+        zoom = differences(plot, shown if shown is not None else mine)
+        xlim = zoom or axis_limits([mine.x], [panel.x for panel in anchors])
+        ylim = axis_limits(_within(mine, zoom), [y for panel in anchors for y in _within(panel, zoom)])
+        spec = {**_base_spec(plot, out_dir, plot.file, note, xlim, ylim), "integer_x": plot.integer_x}
         if as_reference:
             specs.append({**spec, "lines": _line_specs(plot, mine, spec, reference=True)})
             continue
         specs.append(_learner_spec(spec, plot, mine, shown, tolerances or {}))
         if shown is not None:
             beside = _base_spec(plot, out_dir, preview_file(plot.file), "reference preview (public seed)", xlim, ylim)
+            beside["integer_x"] = plot.integer_x
             specs.append({**beside, "lines": _line_specs(plot, shown, beside, reference=True)})
     return specs, failures
+
+
+def differences(plot: PlotSpec, panel: _Panel) -> tuple[float, float] | None:
+    """The x range of `plot.zoom_to_differences`: where those curves of `panel` differ from one another (beyond
+    float rounding), with as much again on each side, within the data; None when they never differ."""
+    if not plot.zoom_to_differences:
+        return None
+    curves = [panel.lines[i] for i, line in enumerate(plot.lines) if line.y in plot.zoom_to_differences]
+    differ = torch.zeros_like(panel.x, dtype=torch.bool)
+    for curve in curves[1:]:
+        close = (curve - curves[0]).abs() <= 1e-9 + 1e-6 * curves[0].abs()
+        differ |= ~(close | (curve.isnan() & curves[0].isnan()))
+    where = panel.x[differ & panel.x.isfinite()]
+    if not where.numel():
+        return None
+    lo, hi = float(where.min()), float(where.max())
+    span = hi - lo or float(panel.x[panel.x.isfinite()].max() - panel.x[panel.x.isfinite()].min()) / 20 or 1.0
+    finite = panel.x[panel.x.isfinite()]
+    return max(lo - span, float(finite.min())), min(hi + span, float(finite.max()))
+
+
+def _within(panel: _Panel, xlim: tuple[float, float] | None) -> list[torch.Tensor]:
+    """The panel's curves where x lies within `xlim` (all of them without one): what the y limits must show."""
+    if xlim is None:
+        return panel.lines
+    inside = (panel.x >= xlim[0]) & (panel.x <= xlim[1])
+    return [y[inside] for y in panel.lines]
 
 
 def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel | None:
