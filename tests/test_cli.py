@@ -113,7 +113,8 @@ def test_hang_in_a_call_times_out_within_the_budget(sample_batch: Batch) -> None
     assert Verdict.TIMEOUT in verdicts.values()
     # a restart that the budget cannot afford reads as crashed
     assert set(verdicts.values()) <= {Verdict.PASS, Verdict.TIMEOUT, Verdict.SKIPPED, Verdict.CRASHED}
-    assert [c for c, v in verdicts.items() if v == Verdict.PASS] == ["signatures"]
+    assert not [c for c, v in verdicts.items() if v == Verdict.PASS], "no call answered: nothing passes"
+    assert report["score"] == 0
     assert report["duration_s"] < 40 + 15  # the budget, plus killing and reporting
 
 
