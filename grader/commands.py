@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import io
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,7 +61,7 @@ class PlotInputs:
 def plot_inputs(problem: Problem) -> PlotInputs:
     if not problem.spec.plots:
         return PlotInputs()
-    public = Expectations(problem, problem.spec.public_seed)
+    public = Expectations(problem, problem.spec.public_seed, say=say_stage)
     preview = public.series()
     public.persist()  # the next grade reads the public seed's series rather than running the toy again
     return PlotInputs(preview)
@@ -114,6 +115,11 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
     return report
 
 
+def say_stage(text: str) -> None:
+    """One line on stderr for a stage of a first run (a cache computed), so a long first run is not silent."""
+    print(clean_line(text, 200), file=sys.stderr, flush=True)
+
+
 def toy_failures(failures: dict[str, str]) -> str:
     """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
     series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
@@ -142,7 +148,7 @@ def grade_into(
     plots = None
     try:
         if expectations is None:
-            expectations = Expectations(problem, seed)
+            expectations = Expectations(problem, seed, say=say_stage)
             expectations.warm()
         if out is not None:
             plots = start_plots(problem, out, inputs or plot_inputs(problem), plot_server)
@@ -267,7 +273,7 @@ def grade_many(
         # one process imports matplotlib once and forks the drawing process of each file, as the zygote below
         # does the workers; it starts first, so its import overlaps the expectations' load
         plot_server = start_plot_server(problem) if out_of and len(files) > 1 else None
-        expectations = Expectations(problem, seed)
+        expectations = Expectations(problem, seed, say=say_stage)
         expectations.warm()
         inputs = plot_inputs(problem) if out_of else PlotInputs()
         # one process imports torch once and forks every worker of the batch; a single file is not worth it
@@ -462,7 +468,8 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
         print(f"previews in {out} are up to date: {', '.join(files)}")
         return ExitCode.OK
     stamp.unlink(missing_ok=True)
-    series = Expectations(problem, problem.spec.public_seed).series()
+    print(f"{problem.id}: drawing the reference previews (first run, or the problem or plotting code changed)")
+    series = Expectations(problem, problem.spec.public_seed, say=say_stage).series()
     written = draw(problem.spec.plots, series, out, note="reference preview", reference=True)
     if sorted(written) == sorted(files):
         write_atomic(stamp, key)

@@ -18,7 +18,15 @@ from typing import cast
 
 import torch
 
-from grader.commands import PlotInputs, UsageError, plot_inputs, single_out, start_plot_server, write_outputs
+from grader.commands import (
+    PlotInputs,
+    UsageError,
+    plot_inputs,
+    say_stage,
+    single_out,
+    start_plot_server,
+    write_outputs,
+)
 from grader.confine.intake import usage_problem
 from grader.confine.launch import limits_from
 from grader.confine.zygote import Zygote
@@ -78,7 +86,7 @@ class WarmJudge:
     def __init__(self, problem: Problem, file: Path, seed: int, limits: Limits, out: Path) -> None:
         self.problem, self.file, self.seed, self.limits, self.out = problem, file, seed, limits, out
         self.command = reproduce_command(problem.id, file, seed)
-        self.expectations = Expectations(problem, seed)
+        self.expectations = Expectations(problem, seed, say=say_stage)
         self.inputs = PlotInputs()
         self.zygote: Zygote | None = None
         self._starting: threading.Thread | None = None
