@@ -17,7 +17,6 @@ from grader.judge.supervisor import WorkerSupervisor
 from grader.model.spec import CheckSpec, FunctionSpec, ProblemSpec, Tolerance
 from grader.model.verdicts import Verdict
 
-
 STALLS = (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED)  # a call that cost time and answered nothing
 
 
@@ -97,7 +96,9 @@ class CheckContext:
         if self._parts is None:
             limits = self.supervisor.limits
             timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
-            self._parts = self._run_toy(self.problem.experiment_module, self.expect.seed, timeout, stop_at_a_stall=False)
+            self._parts = self._run_toy(
+                self.problem.experiment_module, self.expect.seed, timeout, stop_at_a_stall=False
+            )
         return self._parts
 
     def _run_toy(self, module: Any, seed: int, timeout_s: float, stop_at_a_stall: bool) -> list[PartResult]:
@@ -142,7 +143,9 @@ class CheckContext:
             limits = self.supervisor.limits
             timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
             public = (
-                self._run_toy(SimpleNamespace(PARTS=parts), self.problem.spec.public_seed, timeout, stop_at_a_stall=True)
+                self._run_toy(
+                    SimpleNamespace(PARTS=parts), self.problem.spec.public_seed, timeout, stop_at_a_stall=True
+                )
                 if parts
                 else []
             )

@@ -206,7 +206,9 @@ class Expectations:
                 if f"{source}/{name}" not in self._observations:
                     if not self._said_misreadings:  # one line for all case sets: they come a few at a time
                         self._said_misreadings = True
-                        self._say(f"{self.problem.id}: computing the known misreadings' answers where cases fail (once)")
+                        self._say(
+                            f"{self.problem.id}: computing the known misreadings' answers where cases fail (once)"
+                        )
                     self._dirty = True
                     self._groups_unsaved.add(name)
                 found[misconception.id] = self._all_observations(source, name)[index]

@@ -88,15 +88,11 @@ def figure_of(spec: dict[str, Any]) -> Any:
         handles.append(Line2D([], [], label=spec["reference_label"], **REFERENCE_STYLE))
     colors = []
     for i, line in enumerate(spec["lines"]):
+        own: dict[str, Any] = (
+            {} if set(line["style"]) & FORMAT_COLORS else {"color": f"C{i}"}
+        )  # a style's colour stands
         (drawn,) = ax.plot(
-            line["x"],
-            line["y"],
-            line["style"],
-            **({} if set(line["style"]) & FORMAT_COLORS else {"color": f"C{i}"}),  # a style's own colour stands
-            label=line["label"],
-            linewidth=1.6,
-            markersize=3.5,
-            zorder=3,
+            line["x"], line["y"], line["style"], label=line["label"], linewidth=1.6, markersize=3.5, zorder=3, **own
         )
         handles.append(drawn)
         colors.append(drawn.get_color())

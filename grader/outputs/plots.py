@@ -194,7 +194,9 @@ def _learner_spec(
     )
     x = mine.x.clamp(xlo, xhi)
     spec["marks"] = []
-    for index, (line, y, want) in enumerate(zip(plot.lines, mine.lines, shown.lines if shown else [None] * len(plot.lines), strict=True)):
+    for index, (line, y, want) in enumerate(
+        zip(plot.lines, mine.lines, shown.lines if shown else [None] * len(plot.lines), strict=True)
+    ):
         tol = tolerances.get(line.y)
         if tol is None or want is None or want.shape != y.shape:
             continue
