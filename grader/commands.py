@@ -126,7 +126,7 @@ def toy_failures(failures: dict[str, str]) -> str:
     if not failures:
         return ""
     parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
-    return f"No plot of the toy's {parts}: your functions stopped it at the public seed (the T3 checks say how)."
+    return f"No plot of the toy's {parts}: your functions stopped it (the T3 checks say how)."
 
 
 def grade_into(
