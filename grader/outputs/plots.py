@@ -143,7 +143,10 @@ def _pulled_in(values: torch.Tensor, lo: float, hi: float) -> list[float]:
 
 
 def _points(x: torch.Tensor, y: torch.Tensor, where: torch.Tensor) -> dict[str, list[float]]:
-    index = where.nonzero().flatten()[:MAX_MARKS]
+    """The points of `where`, at most MAX_MARKS of them spread evenly over the whole run, not its first ones."""
+    index = where.nonzero().flatten()
+    if index.numel() > MAX_MARKS:
+        index = index[torch.linspace(0, index.numel() - 1, MAX_MARKS).round().long()]
     return {"x": x[index].tolist(), "y": y[index].tolist()}
 
 
@@ -200,10 +203,11 @@ def _learner_spec(
         tol = tolerances.get(line.y)
         if tol is None or want is None or want.shape != y.shape:
             continue
-        bad = _outside(y, want, tol)
+        # a miss beyond a zoomed x axis is not drawn: its curve is not drawn there either
+        bad = _outside(y, want, tol) & (mine.x >= xlo) & (mine.x <= xhi)
         if bad.any():  # each curve's own misses, on that curve: two curves missing at one x are both marked
             at = y.nan_to_num(nan=lo).clamp(lo, hi)  # NaN: marked on the lower edge, never on the reference
-            label = f"{_label(line.label or line.y, False)}: outside the checks' tolerance"
+            label = f"{_label(line.label or line.y, False)}: outside tolerance"
             spec["marks"].append({**_points(x, at, bad), "label": clean_line(label), "line": index})
     above = torch.zeros_like(x, dtype=torch.bool)
     below = torch.zeros_like(above)
