@@ -70,7 +70,8 @@ class Context(Protocol):
 
 CheckFunction = Callable[[Context, CheckSpec], "Tally"]
 REGISTRY: dict[str, CheckFunction] = {}
-# Kinds that read what the other checks' calls answered (`Context.answered`): they run after every other check.
+# Kinds that send no call and read what the other checks' calls answered (`Context.answered`): they run after every
+# other check, and their time is the judge's own.
 READS_ANSWERS: set[str] = set()
 
 

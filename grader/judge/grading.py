@@ -145,10 +145,12 @@ def _judge(
     """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
     supervisor = context.supervisor
     runs: dict[str, CheckRun] = {}
-    timed_publicly: set[str] = set()  # checks that ended before a worker was sent any hidden case
+    # checks that ended before a worker was sent any hidden case, and those that send no call at all (their time
+    # is the judge's alone, whenever they run)
+    timed_publicly: set[str] = set()
     for check in visible_first(problem.spec.checks, context.expect):
         runs[check.id] = run_check(context, check)
-        if not supervisor.saw_hidden:
+        if not supervisor.saw_hidden or check.kind in READS_ANSWERS:
             timed_publicly.add(check.id)
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
