@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import io
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,26 +45,26 @@ def artifacts_dir() -> Path:
     return Path(os.environ.get("PAPERLEET_ARTIFACTS", PROJECT_ROOT / "artifacts"))
 
 
+PLOT_NOTE = "your functions at the public seed, the preview's inputs; graded at the seed in report.json"
+
+
 @dataclass(frozen=True)
 class PlotInputs:
-    """What a learner's plots are drawn against: the reference's series for the grade's seed (which points miss,
-    never drawn) and for the public seed (overlaid, and the preview drawn beside each plot with the same limits);
-    `note` says which seed the learner's curves come from."""
+    """What a learner's plots are drawn against: the reference's series at the public seed, the seed the learner's
+    curves are drawn at (overlaid, marks where a curve leaves it, and the preview drawn beside each plot with the
+    same limits); `note` says so under the title."""
 
-    reference: dict[str, torch.Tensor] | None = None
     preview: dict[str, torch.Tensor] | None = None
-    note: str = "drawn from your functions"
+    note: str = PLOT_NOTE
 
 
-def plot_inputs(problem: Problem, expectations: Expectations) -> PlotInputs:
+def plot_inputs(problem: Problem) -> PlotInputs:
     if not problem.spec.plots:
         return PlotInputs()
-    # both come from the reference (the grading seed's is computed for the T3 checks anyway)
-    public = Expectations(problem, problem.spec.public_seed)
+    public = Expectations(problem, problem.spec.public_seed, say=say_stage)
     preview = public.series()
     public.persist()  # the next grade reads the public seed's series rather than running the toy again
-    seed = "public" if expectations.seed == problem.spec.public_seed else "grading"
-    return PlotInputs(expectations.series(), preview, f"drawn from your functions at the {seed} seed")
+    return PlotInputs(preview)
 
 
 def start_plots(
@@ -79,7 +80,6 @@ def start_plots(
         problem.spec.plots,
         out_dir,
         note=inputs.note,
-        reference=inputs.reference,
         preview=inputs.preview,
         tolerances=series_tolerances(problem.spec.checks),
         server=server,
@@ -104,14 +104,29 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
     plots = plots or start_plots(problem, out_dir)
     plots.submit(graded.series)
     report.artifacts = plots.result()
-    if plots.notes():  # a plot that could not be drawn is missing, with its reason; the grade stands
-        report.message = " ".join(filter(None, [report.message, plots.notes()]))
+    notes = [plots.notes(), toy_failures(graded.plot_failures)]
+    if any(notes):  # a plot that could not be drawn is missing, with its reason; the grade stands
+        report.message = " ".join(filter(None, [report.message, *notes]))
     report.phases["plots_wait"] = round(time.perf_counter() - started, 4)
     started = time.perf_counter()
     write_report(report, out_dir / "report.json")
     report.phases["report"] = round(time.perf_counter() - started, 4)
     write_report_page(problem, report, out_dir, artifacts_dir() / "previews" / problem.id)
     return report
+
+
+def say_stage(text: str) -> None:
+    """One line on stderr for a stage of a first run (a cache computed), so a long first run is not silent."""
+    print(clean_line(text, 200), file=sys.stderr, flush=True)
+
+
+def toy_failures(failures: dict[str, str]) -> str:
+    """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
+    series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
+    if not failures:
+        return ""
+    parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
+    return f"No plot of the toy's {parts}: your functions stopped it (the T3 checks say how)."
 
 
 def grade_into(
@@ -133,10 +148,10 @@ def grade_into(
     plots = None
     try:
         if expectations is None:
-            expectations = Expectations(problem, seed)
+            expectations = Expectations(problem, seed, say=say_stage)
             expectations.warm()
         if out is not None:
-            plots = start_plots(problem, out, inputs or plot_inputs(problem, expectations), plot_server)
+            plots = start_plots(problem, out, inputs or plot_inputs(problem), plot_server)
         graded = grade(
             problem,
             file,
@@ -258,9 +273,9 @@ def grade_many(
         # one process imports matplotlib once and forks the drawing process of each file, as the zygote below
         # does the workers; it starts first, so its import overlaps the expectations' load
         plot_server = start_plot_server(problem) if out_of and len(files) > 1 else None
-        expectations = Expectations(problem, seed)
+        expectations = Expectations(problem, seed, say=say_stage)
         expectations.warm()
-        inputs = plot_inputs(problem, expectations) if out_of else PlotInputs()
+        inputs = plot_inputs(problem) if out_of else PlotInputs()
         # one process imports torch once and forks every worker of the batch; a single file is not worth it
         zygote = Zygote() if len(files) > 1 else None
     except Exception as exc:  # nothing can be graded; each file's report says why
@@ -453,7 +468,10 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
         print(f"previews in {out} are up to date: {', '.join(files)}")
         return ExitCode.OK
     stamp.unlink(missing_ok=True)
-    series = Expectations(problem, problem.spec.public_seed).series()
+    print(f"{problem.id}: drawing the reference previews (first run, or the problem or plotting code changed)")
+    public = Expectations(problem, problem.spec.public_seed, say=say_stage)
+    series = public.series()
+    public.persist()  # the grades that follow overlay the same series: they read them rather than run the toy again
     written = draw(problem.spec.plots, series, out, note="reference preview", reference=True)
     if sorted(written) == sorted(files):
         write_atomic(stamp, key)

@@ -128,3 +128,28 @@ def test_warnings_of_the_reference_and_the_misreadings_never_reach_the_terminal(
     assert [str(w.message) for w in caught] == []
     out, err = capfd.readouterr()
     assert "REFERENCE-LINE" not in out + err
+
+
+def test_a_first_run_says_each_stage_it_computes_once_and_a_cached_run_says_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path))
+    problem = Problem("grpo_advantages")
+    said: list[str] = []
+    first = Expectations(problem, problem.grading_seeds[0], say=said.append)
+    first.warm()
+    assert len(said) == 2 and "computing the reference's answers" in said[0] and "ready in" in said[1]
+    check = next(c for c in problem.spec.checks if c.cases)
+    assert check.cases is not None
+    for index in range(len(first.cases(check.cases))):
+        first.misconception_observations(check.cases, index)
+    other = next(c for c in problem.spec.checks if c.cases and c.cases != check.cases)
+    assert other.cases is not None
+    first.misconception_observations(other.cases, 0)
+    assert len(said) == 3 and "misreadings" in said[2], "one line for every case set, not one per set"
+    first.persist()
+    said.clear()
+    again = Expectations(problem, problem.grading_seeds[0], say=said.append)
+    again.warm()
+    again.misconception_observations(check.cases, 0)
+    assert said == [], "a run that reads the cache says nothing"

@@ -33,6 +33,7 @@ from grader.outputs.report import Report
 HOSTILE = Path(__file__).resolve().parent / "hostile" / "leak_hidden_inputs.py"
 DURATIONS = Path(__file__).resolve().parent / "hostile" / "leak_durations.py"
 PROBLEM = "glm5_offpolicy"
+REFERENCE = Path(__file__).resolve().parents[1] / "reference" / PROBLEM / "reference.py"
 
 
 def _hidden_fingerprints(problem: Problem) -> set[str]:
@@ -81,11 +82,14 @@ def test_hidden_inputs_never_reach_learner_outputs(run_cli, tmp_path: Path) -> N
 
 
 def test_visible_checks_run_before_any_hidden_case() -> None:
+    from grader.judge.checks import READS_ANSWERS
     from grader.judge.grading import visible_first
 
     problem = Problem(PROBLEM)
     expect = Expectations(problem, problem.grading_seeds[0])
     order = visible_first(problem.spec.checks, expect)
+    assert order[-1].kind in READS_ANSWERS  # sends no call: it reads what the others' calls answered
+    order = [check for check in order if check.kind not in READS_ANSWERS]
     hidden = [any(c.hidden for c in expect.cases(check.cases)) if check.cases else False for check in order]
     assert hidden == sorted(hidden), "a check with hidden cases runs before a visible one"
     assert any(hidden) and not all(hidden)
@@ -191,29 +195,31 @@ def test_a_t3_learner_message_carries_no_number_of_the_reference() -> None:
     assert short is not None and not set(re.findall(r"\d+\.\d+", short.learner_message))
 
 
-def test_learner_plots_draw_nothing_of_the_grading_seed_reference() -> None:
-    """The plot specs (every number the drawing process receives) of a learner's plot at a grading seed hold the
-    learner's own values and the public seed's reference, never a value of the grading seed's reference."""
+def test_learner_plots_are_drawn_from_a_public_seed_run_and_carry_nothing_of_the_grading_seed() -> None:
+    """Graded at a grading seed, the series a learner's plots are drawn from are a run of the toy at the public seed
+    with the learner's functions (the reference's own file here, so they equal the preview's), while the verdicts
+    come from the grading seed; the plot specs (every number the drawing process receives) hold no value of the
+    grading seed's series."""
     problem = Problem(PROBLEM)
-    reference = Expectations(problem, problem.grading_seeds[0]).series()
+    seed = problem.grading_seeds[0]
+    reference = Expectations(problem, seed).series()
     public = Expectations(problem, problem.spec.public_seed).series()
-    xs = {plot.x for plot in problem.spec.plots}
-    mine = {name: value if name in xs else value + 0.123456789 for name, value in reference.items()}
-    first_y = problem.spec.plots[0].lines[0].y
-    mine[first_y] = mine[first_y].clone()
-    mine[first_y][1] = float("nan")  # a NaN point is marked, never at the reference's value
+    sunk: list[dict[str, torch.Tensor] | None] = []
+    graded = grade(problem, REFERENCE, seed, series_sink=sunk.append)
+    assert graded.report.seed == seed and graded.report.score == graded.report.max_score
+    (mine,) = sunk
+    assert mine is not None and graded.series is mine and not graded.plot_failures
+    assert mine.keys() == public.keys()
+    assert all(torch.allclose(mine[name], public[name], equal_nan=True) for name in public)
+    differ = [name for name in public if not torch.allclose(reference[name], public[name], equal_nan=True)]
+    assert differ, "the two seeds' toys must differ for this test to tell them apart"
     specs, failures = figure_specs(
-        problem.spec.plots,
-        mine,
-        Path("/nowhere"),
-        "drawn from your functions at the grading seed",
-        reference,
-        public,
-        series_tolerances(problem.spec.checks),
+        problem.spec.plots, mine, Path("/nowhere"), "", public, series_tolerances(problem.spec.checks)
     )
     assert specs and not failures
-    assert any(spec.get("marks", {}).get("x") for spec in specs)
+    assert not any(spec.get("marks") for spec in specs), "the reference's own functions miss nowhere"
     drawn = json.dumps(specs)
+    xs = {plot.x for plot in problem.spec.plots}
     shared = {x for value in public.values() for x in value.tolist()} | {
         x for name in xs for x in reference[name].tolist()
     }
@@ -221,7 +227,7 @@ def test_learner_plots_draw_nothing_of_the_grading_seed_reference() -> None:
     secret = {text for text in secret if len(text) >= 6}
     assert len(secret) > 20
     leaked = sorted(text for text in secret if re.search(rf"(?<![\d.]){re.escape(text)}(?!\d)", drawn))
-    assert not leaked, f"the plot specs hold values of the grading seed's reference: {leaked[:3]}"
+    assert not leaked, f"the plot specs hold values of the grading seed's series: {leaked[:3]}"
 
 
 # ---------------------------------------------------------------- durations

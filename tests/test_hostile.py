@@ -89,7 +89,8 @@ ABSTRACT_SOCKET = "\0paperleet-hostile-listener"
 @dataclass(frozen=True)
 class Expected:
     """A hostile file's header: the statuses it may end in, and the score it must earn (a number, an honest
-    twin's file stem, or `signatures_only`)."""
+    twin's file stem, or `signatures_only`: the contract's signatures, and no visible call that returns a value,
+    which earns nothing)."""
 
     statuses: frozenset[str]
     score: str | None
@@ -305,9 +306,10 @@ def test_score_is_what_an_honest_equivalent_earns(hostile: Hostile, stem: str) -
     assert want is not None  # the parametrization keeps only files that declare a score
     report = hostile.reports[stem]
     if want == "signatures_only":
+        # the contract's signatures and no call that returns a value: the signature check earns nothing either
         checks = checks_of(report)
-        assert report["score"] == checks["signatures"]["max_score"]
-        assert all(c["score"] == 0 for c in checks.values() if c["id"] != "signatures")
+        assert report["score"] == 0 and all(c["score"] == 0 for c in checks.values())
+        assert "has the contract's signature" in checks["signatures"]["message"]
     elif want in hostile.reports:
         assert report["score"] == score_of(hostile, want), f"{stem} must score exactly what {want} scores"
     else:
@@ -640,7 +642,7 @@ def test_long_series_cost_the_judge_little(
     series = _every_series(plot_problem, lambda: (torch.randn(points) * 1e3).to(dtype))
     series[plot_problem.spec.plots[0].lines[0].y][::7] = float("inf")
     started = time.perf_counter()
-    job = PlotJob(plot_problem.spec.plots, tmp_path, reference=series)
+    job = PlotJob(plot_problem.spec.plots, tmp_path, preview=series)
     job.submit(series)
     submitted = time.perf_counter()
     written = job.result()
@@ -692,11 +694,11 @@ def test_a_learner_plot_overlays_the_reference_and_marks_the_points_out_of_toler
     mine[plot.lines[0].y][40] = 3.0  # one point off: the kind of bug a side-by-side view hides
     tolerance = series_tolerances(plot_problem.spec.checks).get(plot.lines[0].y, Tolerance(rtol=0.0, atol=0.0))
     specs, failures = figure_specs(
-        [plot], mine, Path("/nowhere"), "drawn from your functions", reference, reference, {plot.lines[0].y: tolerance}
+        [plot], mine, Path("/nowhere"), "drawn from your functions", reference, {plot.lines[0].y: tolerance}
     )
     learner, preview = specs
     assert not failures and preview["file"] == preview_file(plot.file)
-    assert learner["marks"]["x"] == [reference[plot.x][40].item()]
+    assert [marks["x"] for marks in learner["marks"]] == [[reference[plot.x][40].item()]]
     assert len(learner["reference"]) == len(plot.lines)
     assert learner["ylim"] == preview["ylim"] and learner["xlim"] == preview["xlim"]
     assert learner["ylim"][1] > 3.0  # the wrong point is on the axes, not cut off

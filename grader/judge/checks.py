@@ -59,6 +59,7 @@ class Context(Protocol):
     def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]: ...
     def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any] | LearnerFailure]: ...
     def signatures(self) -> dict[str, Any]: ...
+    def answered(self) -> set[str]: ...
     def functions(self) -> list[FunctionSpec]: ...
     def tolerances(self) -> dict[str, Tolerance]: ...
     def experiment(self) -> list[PartResult]: ...
@@ -71,13 +72,18 @@ class Context(Protocol):
 
 CheckFunction = Callable[[Context, CheckSpec], "Tally"]
 REGISTRY: dict[str, CheckFunction] = {}
+# Kinds that send no call and read what the other checks' calls answered (`Context.answered`): they run after every
+# other check, and their time is the judge's own.
+READS_ANSWERS: set[str] = set()
 
 
-def register(kind: str) -> Callable[[CheckFunction], CheckFunction]:
+def register(kind: str, reads_answers: bool = False) -> Callable[[CheckFunction], CheckFunction]:
     def add(function: CheckFunction) -> CheckFunction:
         if kind in REGISTRY:
             raise ValueError(f"check kind {kind!r} registered twice")
         REGISTRY[kind] = function
+        if reads_answers:
+            READS_ANSWERS.add(kind)
         return function
 
     return add
@@ -217,12 +223,20 @@ def run_check(ctx: Context, check: CheckSpec) -> CheckRun:
     return CheckRun(check, time.perf_counter() - start, tally=tally)
 
 
-@register("signature")
+@register("signature", reads_answers=True)
 def check_signatures(ctx: Context, check: CheckSpec) -> Tally:
-    found = ctx.signatures()
+    """One case per contract function: its signature is the contract's, and one of its calls on a visible case
+    returned a value. A right signature alone earns nothing: an unmodified starter (every body raises) and a
+    function that never returns have the contract's signatures and have implemented nothing."""
+    found, answered = ctx.signatures(), ctx.answered()
     outcomes = []
     for function in ctx.functions():
         problem = _signature_problem(function, found.get(function.name))
+        if problem is None and function.name not in answered:
+            problem = (
+                f"{function.name} has the contract's signature, but none of its calls on the visible cases returned "
+                "a value (each raised, hung or crashed: the checks below say how); this check passes once one does"
+            )
         outcome = Outcome(Verdict.PASS) if problem is None else Outcome(Verdict.FAIL, Mismatch.of(problem))
         outcomes.append(CaseOutcome(function.name, False, outcome))
     return Tally(outcomes)

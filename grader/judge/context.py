@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any, Protocol
 
 import torch
@@ -14,6 +15,9 @@ from grader.judge.diagnosis import Misconception
 from grader.judge.experiment import CallFailed, PartResult, run_experiment
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.spec import CheckSpec, FunctionSpec, ProblemSpec, Tolerance
+from grader.model.verdicts import Verdict
+
+STALLS = (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED)  # a call that cost time and answered nothing
 
 
 class GradedProblem(Protocol):
@@ -52,6 +56,9 @@ class CheckContext:
     def __init__(self, problem: GradedProblem, expectations: ExpectedSide, supervisor: WorkerSupervisor) -> None:
         self.problem, self.expect, self.supervisor = problem, expectations, supervisor
         self._parts: list[PartResult] | None = None
+        self._plotted: dict[str, torch.Tensor] | None = None
+        self._answered: set[str] = set()
+        self.plot_failures: dict[str, str] = {}  # the public-seed run's parts that gave no series, and why
 
     def cases(self, check: CheckSpec) -> list[Call]:
         assert check.cases is not None
@@ -62,10 +69,17 @@ class CheckContext:
         return self.expect.observation(check.expected, check.cases, index)
 
     def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any] | LearnerFailure]:
-        return self.supervisor.observe_all(calls)
+        for call, got in zip(calls, self.supervisor.observe_all(calls), strict=False):
+            if not call.hidden and isinstance(got, dict) and "raised" not in got:
+                self._answered.add(call.function)
+            yield got
 
     def signatures(self) -> dict[str, Any]:
         return dict(self.supervisor.hello.get("functions", {}))
+
+    def answered(self) -> set[str]:
+        """The contract functions that returned a value on at least one visible case so far."""
+        return set(self._answered)
 
     def functions(self) -> list[FunctionSpec]:
         return self.problem.spec.functions
@@ -80,23 +94,67 @@ class CheckContext:
     def experiment(self) -> list[PartResult]:
         """The toy run with the learner's functions, once; it never takes more than half of what is left."""
         if self._parts is None:
-
-            def observe(call: Call, timeout_s: float) -> dict[str, Any]:
-                try:
-                    return self.supervisor.observe_one(call, timeout_s)
-                except LearnerFailure as failure:
-                    raise CallFailed(failure.verdict, f"{call.function}: {failure.message}") from None
-
-            names = [f.name for f in self.problem.spec.functions]
             limits = self.supervisor.limits
             timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
-            self._parts = run_experiment(
-                self.problem.experiment_module, names, observe, self.expect.seed, timeout, limits.call_timeout_s
+            self._parts = self._run_toy(
+                self.problem.experiment_module, self.expect.seed, timeout, stop_at_a_stall=False
             )
         return self._parts
 
+    def _run_toy(self, module: Any, seed: int, timeout_s: float, stop_at_a_stall: bool) -> list[PartResult]:
+        stalled: list[CallFailed] = []
+
+        def observe(call: Call, timeout_s: float) -> dict[str, Any]:
+            if stalled:
+                raise stalled[0]
+            try:
+                return self.supervisor.observe_one(call, timeout_s)
+            except LearnerFailure as failure:
+                failed = CallFailed(failure.verdict, f"{call.function}: {failure.message}")
+                if stop_at_a_stall and failure.verdict in STALLS:
+                    stalled.append(failed)
+                raise failed from None
+
+        names = [f.name for f in self.problem.spec.functions]
+        return run_experiment(module, names, observe, seed, timeout_s, self.supervisor.limits.call_timeout_s)
+
     def learner_series(self) -> dict[str, torch.Tensor]:
         return {name: value for part in self.experiment() for name, value in part.series.items()}
+
+    @property
+    def plotted(self) -> dict[str, torch.Tensor] | None:
+        """The series `plotted_series` gave, if it ran."""
+        return self._plotted
+
+    def plotted_series(self) -> dict[str, torch.Tensor]:
+        """The learner's toy series at the public seed, the inputs of the previews, for the plots a learner sees.
+
+        At a grading seed this is a second run, after the graded one and before any hidden case reaches the worker,
+        so nothing a learner reads in a plot was computed by a worker holding hidden inputs. It costs the learner
+        nothing: a part that hung, crashed or ran out of time in the graded run is not run again (its plots are
+        missing), the first stall ends the run, and its time is given back to the budget."""
+        if self._plotted is None and not self.series_hidden():
+            self._plotted = self.learner_series()
+        if self._plotted is None:
+            graded = self.experiment()
+            stalled = {part.name for part in graded if part.failure is not None and part.failure.verdict in STALLS}
+            parts = tuple(part for part in self.problem.experiment_module.PARTS if part.__name__ not in stalled)
+            started = time.monotonic()
+            limits = self.supervisor.limits
+            timeout = max(0.0, min(limits.experiment_timeout_s, self.supervisor.remaining() / 2))
+            public = (
+                self._run_toy(
+                    SimpleNamespace(PARTS=parts), self.problem.spec.public_seed, timeout, stop_at_a_stall=True
+                )
+                if parts
+                else []
+            )
+            self.supervisor.refund(time.monotonic() - started)
+            self.supervisor.phases["plotted_toy"] = round(time.monotonic() - started, 4)
+            self._plotted = {name: value for part in public for name, value in part.series.items()}
+            failed = {part.name: part.failure.message for part in public if part.failure is not None}
+            self.plot_failures = {**failed, **{name: "stalled at the grading seed" for name in stalled}}
+        return self._plotted
 
     def reference_series(self) -> dict[str, torch.Tensor]:
         return self.expect.series()

@@ -15,8 +15,9 @@ import hashlib
 import os
 import platform
 import threading
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,14 @@ def trusted_run() -> Iterator[None]:
 class Expectations:
     """Reference/oracle observations and reference series for one problem and seed; safe across threads."""
 
-    def __init__(self, problem: Problem, seed: int, use_cache: bool = True) -> None:
+    def __init__(
+        self, problem: Problem, seed: int, use_cache: bool = True, say: Callable[[str], None] | None = None
+    ) -> None:
         self.problem, self.seed = problem, seed
+        # one line per stage computed rather than read from the cache (a first run), for the terminal
+        self._say = say or (lambda text: None)
+        self._warming = False
+        self._said_misreadings = False
         self._lock = threading.RLock()
         self._cases: dict[str, list[Call]] = {}
         self._observations: dict[str, list[dict[str, Any]]] = {}  # "source/cases" -> per case
@@ -131,16 +138,25 @@ class Expectations:
     def warm(self) -> None:
         """Compute every expectation the problem's checks need, and save them for the next run."""
         with self._lock:
-            missing = self._series is None
-            for check in self.problem.spec.checks:
-                if check.cases:
-                    key = f"{check.expected}/{check.cases}"
-                    missing |= key not in self._observations
-                    self._all_observations(check.expected, check.cases)
-            if any(c.kind == "experiment" for c in self.problem.spec.checks):
-                self.series()
+            toy = any(c.kind == "experiment" for c in self.problem.spec.checks)
+            keys = [f"{c.expected}/{c.cases}" for c in self.problem.spec.checks if c.cases]
+            missing = (toy and self._series is None) or any(key not in self._observations for key in keys)
+            started = time.monotonic()
+            if missing:
+                self._say(f"{self.problem.id}: computing the reference's answers and toy series (first run: cached)")
+            self._warming = True
+            try:
+                for check in self.problem.spec.checks:
+                    if check.cases:
+                        self._all_observations(check.expected, check.cases)
+                if toy:
+                    self.series()
+            finally:
+                self._warming = False
             if missing and self._path is not None:
                 self._save(self._path)
+            if missing:
+                self._say(f"{self.problem.id}: reference answers ready in {time.monotonic() - started:.0f} s")
 
     def _save(self, path: Path) -> None:
         """The main file, and beside it one file per generator of the misconception observations computed here."""
@@ -226,6 +242,11 @@ class Expectations:
             for misconception in self.problem.misconceptions:
                 source = f"misconception:{misconception.id}"
                 if f"{source}/{name}" not in self._observations:
+                    if not self._said_misreadings:  # one line for all case sets: they come a few at a time
+                        self._said_misreadings = True
+                        self._say(
+                            f"{self.problem.id}: computing the known misreadings' answers where cases fail (once)"
+                        )
                     self._dirty = True
                     self._groups_unsaved.add(name)
                 found[misconception.id] = self._all_observations(source, name)[index]
@@ -235,6 +256,7 @@ class Expectations:
         """Each misconception's toy series (a part its solution cannot run is missing)."""
         with self._lock:
             if self._wrong_series is None:
+                self._say(f"{self.problem.id}: running the toy with each known misreading (once)")
                 self._wrong_series = {}
                 with trusted_run():
                     for misconception in self.problem.misconceptions:
@@ -254,6 +276,9 @@ class Expectations:
         """The reference's toy series for this seed, driven exactly as a learner's are."""
         with self._lock:
             if self._series is None:
+                if not self._warming:
+                    which = "public" if self.seed == self.problem.spec.public_seed else "grading"
+                    self._say(f"{self.problem.id}: running the reference's toy at the {which} seed (first run: cached)")
                 with trusted_run():
                     self._series, self._series_parts = reference_series(self.problem, self.seed)
                 self._dirty = True  # `persist` keeps them (the public seed's, drawn beside every plot, say)

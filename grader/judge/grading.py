@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from grader.confine.intake import Submission, read_submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
-from grader.judge.checks import CheckRun, run_check
+from grader.judge.checks import READS_ANSWERS, CheckRun, run_check
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
@@ -42,7 +42,8 @@ def import_failure_message(status: Status, hello: dict[str, Any], submission: Pa
 @dataclass(frozen=True)
 class Graded:
     report: Report
-    series: dict[str, torch.Tensor] | None  # the learner's toy-experiment series, for plots
+    series: dict[str, torch.Tensor] | None  # the learner's toy series at the public seed, for plots
+    plot_failures: dict[str, str] = field(default_factory=dict)  # toy parts of that run with no series, and why
 
 
 def grade(
@@ -107,7 +108,7 @@ def grade(
     )
     report.diagnosis = [_diagnosis_entry(f) for f in findings]
     report.follow_through = follow
-    return Graded(report, context.learner_series() if context.experiment_ran else None)
+    return Graded(report, context.plotted, context.plot_failures)
 
 
 def oversized_message(limits: Limits) -> str:
@@ -153,10 +154,12 @@ def _judge(
     """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
     supervisor = context.supervisor
     runs: dict[str, CheckRun] = {}
-    timed_publicly: set[str] = set()  # checks that ended before a worker was sent any hidden case
+    # checks that ended before a worker was sent any hidden case, and those that send no call at all (their time
+    # is the judge's alone, whenever they run)
+    timed_publicly: set[str] = set()
     for check in visible_first(problem.spec.checks, context.expect):
         runs[check.id] = run_check(context, check)
-        if not supervisor.saw_hidden:
+        if not supervisor.saw_hidden or check.kind in READS_ANSWERS:
             timed_publicly.add(check.id)
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
@@ -190,19 +193,20 @@ def _judge(
 
 def visible_first(checks: list[CheckSpec], expectations: ExpectedSide) -> list[CheckSpec]:
     """Checks in the order they run: those without a hidden case first, so that no learner-facing message of a
-    visible case can quote text from a worker that has already been sent a hidden case's inputs."""
+    visible case can quote text from a worker that has already been sent a hidden case's inputs; last, the kinds
+    that read what the calls answered (they send no call and quote nothing a worker said after its import)."""
 
     def has_hidden(check: CheckSpec) -> bool:
         return check.cases is not None and any(call.hidden for call in expectations.cases(check.cases))
 
-    return sorted(checks, key=has_hidden)
+    return sorted(checks, key=lambda check: (check.kind in READS_ANSWERS, has_hidden(check)))
 
 
 def _prefetch_series(context: CheckContext, problem: GradedProblem) -> dict[str, torch.Tensor] | None:
-    """Run the toy experiment first, so its plots can be drawn while the other checks run."""
+    """Run the toy experiment at the public seed first, so its plots can be drawn while the checks run."""
     if not any(c.kind == "experiment" for c in problem.spec.checks):
         return None
-    return context.learner_series()  # a part that failed has no series; its checks say why in their turn
+    return context.plotted_series()  # a part that failed has no series; `plot_failures` says why
 
 
 def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: set[str]) -> dict[str, int]:

@@ -70,6 +70,10 @@ class WorkerSupervisor:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def refund(self, seconds: float) -> None:
+        """Give back time the judge spent on something other than grading (the plots' own run of the toy)."""
+        self.deadline += max(0.0, seconds)
+
     def start(self) -> Status:
         """Start a worker and wait for its import; the status says how the import went."""
         spawned = self.spawned_at if self._pending is not None else time.monotonic()

@@ -151,6 +151,20 @@ class PlotSpec(Strict):
     xlabel: str = ""
     ylabel: str = ""
     lines: list[PlotLine]
+    integer_x: bool = False  # x counts something (batches, updates): ticks on whole numbers only
+    # the x axis spans where the reference's curves of these series differ from one another, and as much again on
+    # each side, rather than the whole sweep; nothing is zoomed where they never differ
+    zoom_to_differences: list[str] = []
+
+    @model_validator(mode="after")
+    def _zoom_names_lines(self) -> PlotSpec:
+        drawn = {line.y for line in self.lines}
+        unknown = [name for name in self.zoom_to_differences if name not in drawn]
+        if unknown:
+            raise ValueError(f"plot {self.file}: zoom_to_differences names {unknown}, which are not its lines' series")
+        if len(self.zoom_to_differences) == 1:
+            raise ValueError(f"plot {self.file}: zoom_to_differences needs two series or more, to compare")
+        return self
 
 
 class ProblemSpec(Strict):

@@ -29,12 +29,15 @@ from typing import Any, NoReturn
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.8, 100  # 800 x 480 px: legible at the width a report page shows it
 REFERENCE_STYLE: dict[str, Any] = {"color": "0.55", "alpha": 0.35, "linewidth": 4.0}  # faint, under the learner's lines
+FORMAT_COLORS = set("bgrcmykw")  # the colour letters of a matplotlib format string; no marker or line uses one
+MISS_COLOR = "#cf222e"
+# a filled X in the colour of the curve that misses, edged in red: which curve, and that it is a miss
 MISS_STYLE: dict[str, Any] = {
     "linestyle": "none",
-    "marker": "x",
-    "color": "#cf222e",
-    "markersize": 7,
-    "markeredgewidth": 1.8,
+    "marker": "X",
+    "markeredgecolor": MISS_COLOR,
+    "markersize": 9,
+    "markeredgewidth": 1.2,
 }
 STATUS = struct.Struct(">i")  # a drawing process's pid, then its exit status, between the server and the judge
 OFF_SCALE_STYLE: dict[str, Any] = {"linestyle": "none", "color": "#cf222e", "markersize": 7}
@@ -83,21 +86,21 @@ def figure_of(spec: dict[str, Any]) -> Any:
         ax.plot(ref["x"], ref["y"], "-", zorder=1, **REFERENCE_STYLE)
     if spec.get("reference"):
         handles.append(Line2D([], [], label=spec["reference_label"], **REFERENCE_STYLE))
+    colors = []
     for i, line in enumerate(spec["lines"]):
+        own: dict[str, Any] = (
+            {} if set(line["style"]) & FORMAT_COLORS else {"color": f"C{i}"}
+        )  # a style's colour stands
         (drawn,) = ax.plot(
-            line["x"],
-            line["y"],
-            line["style"],
-            color=f"C{i}",
-            label=line["label"],
-            linewidth=1.6,
-            markersize=3.5,
-            zorder=3,
+            line["x"], line["y"], line["style"], label=line["label"], linewidth=1.6, markersize=3.5, zorder=3, **own
         )
         handles.append(drawn)
-    marks = spec.get("marks")
-    if marks and marks["x"]:
-        handles.append(ax.plot(marks["x"], marks["y"], label=marks["label"], zorder=4, **MISS_STYLE)[0])
+        colors.append(drawn.get_color())
+    for marks in spec.get("marks", []):  # each curve's misses in its own colour, ringed in red, each in the legend
+        if marks["x"]:
+            color = colors[marks["line"]] if 0 <= marks["line"] < len(colors) else MISS_COLOR
+            style = {**MISS_STYLE, "markerfacecolor": color}
+            handles.append(ax.plot(marks["x"], marks["y"], label=marks["label"], zorder=4, **style)[0])
     for edge, marker in (("above", "^"), ("below", "v")):
         off = spec.get("off_scale", {}).get(edge)
         if off and off["x"]:
@@ -106,6 +109,10 @@ def figure_of(spec: dict[str, Any]) -> Any:
             )
     ax.set_xlim(*spec["xlim"])
     ax.set_ylim(*spec["ylim"])
+    if spec.get("integer_x"):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     title = spec["title"] + (f"\n{spec['note']}" if spec.get("note") else "")
     ax.set_title(title, fontsize=11, y=1.0)  # a fixed place: no measuring of the axis below it
     ax.set_xlabel(spec["xlabel"], fontsize=10)
@@ -163,7 +170,7 @@ def _warm_up() -> None:
         "reference_label": "r",
         "reference": [line],
         "lines": [line],
-        "marks": {"x": [0.5], "y": [0.5], "label": "m"},
+        "marks": [{"x": [0.5], "y": [0.5], "label": "m", "line": 0}],
     }
     figure_of(spec).savefig(io.BytesIO(), format="png")
 

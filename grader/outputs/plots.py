@@ -1,10 +1,11 @@
 """A problem's declared T3 plots: series made bounded and plain here, drawn by `grader.outputs.figures` in a process of
 its own with a time and memory limit. A plot that cannot be drawn is a missing plot with a reason, never an error.
 
-A learner's plot shows the learner's lines, at the seed they were graded with, over the reference's at the public
-seed (faint, the preview's series), with every point that leaves the checks' tolerance marked; beside it the
-reference preview is drawn with the same limits. The reference's series at a grading seed is the answer itself: it
-decides which points are marked and nothing else, neither a drawn line nor an axis limit nor a mark's place.
+A learner's plot shows the learner's lines from a run of the toy at the public seed over the reference's at the same
+seed (faint, the preview's series), with each curve's points that leave the checks' tolerance marked on that curve;
+beside it the reference preview is drawn with the same limits. Like is compared with like: the learner's curve, the
+faint reference and the preview all come from the same inputs. The grading seed's series, the reference's and the
+learner's, decide verdicts and never reach a plot.
 """
 
 from __future__ import annotations
@@ -142,7 +143,10 @@ def _pulled_in(values: torch.Tensor, lo: float, hi: float) -> list[float]:
 
 
 def _points(x: torch.Tensor, y: torch.Tensor, where: torch.Tensor) -> dict[str, list[float]]:
-    index = where.nonzero().flatten()[:MAX_MARKS]
+    """The points of `where`, at most MAX_MARKS of them spread evenly over the whole run, not its first ones."""
+    index = where.nonzero().flatten()
+    if index.numel() > MAX_MARKS:
+        index = index[torch.linspace(0, index.numel() - 1, MAX_MARKS).round().long()]
     return {"x": x[index].tolist(), "y": y[index].tolist()}
 
 
@@ -182,33 +186,31 @@ def _line_specs(plot: PlotSpec, panel: _Panel, spec: dict[str, Any], reference: 
 
 
 def _learner_spec(
-    spec: dict[str, Any],
-    plot: PlotSpec,
-    mine: _Panel,
-    ref: _Panel | None,
-    shown: _Panel | None,
-    tolerances: Mapping[str, Tolerance],
+    spec: dict[str, Any], plot: PlotSpec, mine: _Panel, shown: _Panel | None, tolerances: Mapping[str, Tolerance]
 ) -> dict[str, Any]:
-    """`ref` (the reference at the learner's seed) only decides which points are marked; `shown` (the public
-    seed's) is the faint overlay."""
+    """`shown` (the reference at the learner's seed, the public one) is the faint overlay, and each of the
+    learner's curves is marked where it leaves its own reference curve."""
     (xlo, xhi), (lo, hi) = spec["xlim"], spec["ylim"]
     spec["lines"] = _line_specs(plot, mine, spec, reference=False)
     spec["reference"] = (
         [] if shown is None else [{"x": _pulled_in(shown.x, xlo, xhi), "y": _pulled_in(y, lo, hi)} for y in shown.lines]
     )
     x = mine.x.clamp(xlo, xhi)
-    misses = torch.zeros_like(x, dtype=torch.bool)
-    at = torch.full_like(x, math.nan)
-    for line, y, want in zip(plot.lines, mine.lines, ref.lines if ref else [None] * len(plot.lines), strict=True):
+    spec["marks"] = []
+    for index, (line, y, want) in enumerate(
+        zip(plot.lines, mine.lines, shown.lines if shown else [None] * len(plot.lines), strict=True)
+    ):
         tol = tolerances.get(line.y)
         if tol is None or want is None or want.shape != y.shape:
             continue
-        bad = _outside(y, want, tol) & ~misses
-        at[bad] = y[bad].nan_to_num(nan=lo).clamp(lo, hi)  # NaN: marked on the lower edge, never on the reference
-        misses |= bad
-    spec["marks"] = {**_points(x, at, misses), "label": "outside the checks' tolerance"}
-    above = torch.zeros_like(misses)
-    below = torch.zeros_like(misses)
+        # a miss beyond a zoomed x axis is not drawn: its curve is not drawn there either
+        bad = _outside(y, want, tol) & (mine.x >= xlo) & (mine.x <= xhi)
+        if bad.any():  # each curve's own misses, on that curve: two curves missing at one x are both marked
+            at = y.nan_to_num(nan=lo).clamp(lo, hi)  # NaN: marked on the lower edge, never on the reference
+            label = f"{_label(line.label or line.y, False)}: outside tolerance"
+            spec["marks"].append({**_points(x, at, bad), "label": clean_line(label), "line": index})
+    above = torch.zeros_like(x, dtype=torch.bool)
+    below = torch.zeros_like(above)
     for y in mine.lines:
         above |= y > hi
         below |= y < lo
@@ -224,17 +226,16 @@ def figure_specs(
     series: Mapping[str, Any],
     out_dir: Path,
     note: str = "",
-    reference: Mapping[str, Any] | None = None,
     preview: Mapping[str, Any] | None = None,
     tolerances: Mapping[str, Tolerance] | None = None,
     as_reference: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """What `grader.outputs.figures` draws for these series, and why any plot cannot be drawn.
 
-    `reference` is the reference's series at the seed of `series`: each learner plot marks the points outside
-    `tolerances` from it, and draws nothing of it. `preview` (the public seed's) is overlaid faintly, sets the
-    limits with the learner's own values and is drawn beside (`preview_file`) with the same limits. `as_reference`
-    draws `series` as a preview itself: curves labelled "your ..." are the reference's there.
+    `preview` is the reference's series at the seed of `series` (the public seed): it is overlaid faintly, each
+    learner curve is marked where it leaves its reference curve by more than `tolerances`, it sets the limits with
+    the learner's own values, and it is drawn beside (`preview_file`) with the same limits. `as_reference` draws
+    `series` as a preview itself: curves labelled "your ..." are the reference's there.
     """
     specs: list[dict[str, Any]] = []
     failures: dict[str, str] = {}
@@ -245,19 +246,48 @@ def figure_specs(
             if plot.x in series or any(line.y in series for line in plot.lines):
                 failures[plot.file] = str(why)  # a plot with no series at all: the T3 checks say why
             continue
-        ref, shown = _optional_panel(plot, reference), _optional_panel(plot, preview)
+        shown = _optional_panel(plot, preview)
         anchors = [shown] if shown is not None else []
-        xlim = axis_limits([mine.x], [panel.x for panel in anchors])
-        ylim = axis_limits(mine.lines, [y for panel in anchors for y in panel.lines])
-        spec = _base_spec(plot, out_dir, plot.file, note, xlim, ylim)
+        zoom = differences(plot, shown if shown is not None else mine)
+        xlim = zoom or axis_limits([mine.x], [panel.x for panel in anchors])
+        ylim = axis_limits(_within(mine, zoom), [y for panel in anchors for y in _within(panel, zoom)])
+        spec = {**_base_spec(plot, out_dir, plot.file, note, xlim, ylim), "integer_x": plot.integer_x}
         if as_reference:
             specs.append({**spec, "lines": _line_specs(plot, mine, spec, reference=True)})
             continue
-        specs.append(_learner_spec(spec, plot, mine, ref, shown, tolerances or {}))
+        specs.append(_learner_spec(spec, plot, mine, shown, tolerances or {}))
         if shown is not None:
             beside = _base_spec(plot, out_dir, preview_file(plot.file), "reference preview (public seed)", xlim, ylim)
+            beside["integer_x"] = plot.integer_x
             specs.append({**beside, "lines": _line_specs(plot, shown, beside, reference=True)})
     return specs, failures
+
+
+def differences(plot: PlotSpec, panel: _Panel) -> tuple[float, float] | None:
+    """The x range of `plot.zoom_to_differences`: where those curves of `panel` differ from one another (beyond
+    float rounding), with as much again on each side, within the data; None when they never differ."""
+    if not plot.zoom_to_differences:
+        return None
+    curves = [panel.lines[i] for i, line in enumerate(plot.lines) if line.y in plot.zoom_to_differences]
+    differ = torch.zeros_like(panel.x, dtype=torch.bool)
+    for curve in curves[1:]:
+        close = (curve - curves[0]).abs() <= 1e-9 + 1e-6 * curves[0].abs()
+        differ |= ~(close | (curve.isnan() & curves[0].isnan()))
+    where = panel.x[differ & panel.x.isfinite()]
+    if not where.numel():
+        return None
+    lo, hi = float(where.min()), float(where.max())
+    span = hi - lo or float(panel.x[panel.x.isfinite()].max() - panel.x[panel.x.isfinite()].min()) / 20 or 1.0
+    finite = panel.x[panel.x.isfinite()]
+    return max(lo - span, float(finite.min())), min(hi + span, float(finite.max()))
+
+
+def _within(panel: _Panel, xlim: tuple[float, float] | None) -> list[torch.Tensor]:
+    """The panel's curves where x lies within `xlim` (all of them without one): what the y limits must show."""
+    if xlim is None:
+        return panel.lines
+    inside = (panel.x >= xlim[0]) & (panel.x <= xlim[1])
+    return [y[inside] for y in panel.lines]
 
 
 def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel | None:
@@ -439,7 +469,6 @@ class PlotJob:
         plots: list[PlotSpec],
         out_dir: Path,
         note: str = "",
-        reference: dict[str, torch.Tensor] | None = None,
         preview: dict[str, torch.Tensor] | None = None,
         tolerances: Mapping[str, Tolerance] | None = None,
         as_reference: bool = False,
@@ -447,7 +476,7 @@ class PlotJob:
         server: PlotServer | None = None,
     ) -> None:
         self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
-        self._reference, self._preview, self._tolerances = reference, preview, tolerances
+        self._preview, self._tolerances = preview, tolerances
         self._as_reference, self._timeout_s = as_reference, timeout_s
         self.failures: dict[str, str] = {}
         self._asked: list[str] = []
@@ -487,7 +516,6 @@ class PlotJob:
                     series,
                     self._out_dir,
                     self._note,
-                    self._reference,
                     self._preview,
                     self._tolerances,
                     self._as_reference,

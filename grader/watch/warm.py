@@ -18,7 +18,15 @@ from typing import cast
 
 import torch
 
-from grader.commands import PlotInputs, UsageError, plot_inputs, single_out, start_plot_server, write_outputs
+from grader.commands import (
+    PlotInputs,
+    UsageError,
+    plot_inputs,
+    say_stage,
+    single_out,
+    start_plot_server,
+    write_outputs,
+)
 from grader.confine.intake import usage_problem
 from grader.confine.launch import limits_from
 from grader.confine.zygote import Zygote
@@ -78,7 +86,7 @@ class WarmJudge:
     def __init__(self, problem: Problem, file: Path, seed: int, limits: Limits, out: Path) -> None:
         self.problem, self.file, self.seed, self.limits, self.out = problem, file, seed, limits, out
         self.command = reproduce_command(problem.id, file, seed)
-        self.expectations = Expectations(problem, seed)
+        self.expectations = Expectations(problem, seed, say=say_stage)
         self.inputs = PlotInputs()
         self.zygote: Zygote | None = None
         self._starting: threading.Thread | None = None
@@ -93,7 +101,7 @@ class WarmJudge:
         self._starting.start()
         self.plot_server = start_plot_server(self.problem)
         self.expectations.warm()
-        self.inputs = plot_inputs(self.problem, self.expectations)
+        self.inputs = plot_inputs(self.problem)
         self._plots = self._plot_job()
         self._starting.join()
         if self._start_error is not None:
@@ -112,7 +120,6 @@ class WarmJudge:
             self.problem.spec.plots,
             self.out,
             note=self.inputs.note,
-            reference=self.inputs.reference,
             preview=self.inputs.preview,
             tolerances=series_tolerances(self.problem.spec.checks),
             server=self.plot_server,
