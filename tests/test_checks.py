@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import PROBLEM
 
 from grader.judge.cases import Call
@@ -83,6 +84,7 @@ def test_only_a_visible_call_that_returned_counts_as_an_answer() -> None:
     assert context.answered() == {b}
 
 
+@pytest.mark.e2e
 def test_an_unmodified_starter_earns_nothing() -> None:
     problem = Problem(PROBLEM)
     report = grade(problem, ROOT / "problems" / PROBLEM / "starter.py", problem.grading_seeds[0]).report

@@ -195,6 +195,7 @@ def test_a_t3_learner_message_carries_no_number_of_the_reference() -> None:
     assert short is not None and not set(re.findall(r"\d+\.\d+", short.learner_message))
 
 
+@pytest.mark.e2e
 def test_learner_plots_are_drawn_from_a_public_seed_run_and_carry_nothing_of_the_grading_seed() -> None:
     """Graded at a grading seed, the series a learner's plots are drawn from are a run of the toy at the public seed
     with the learner's functions (the reference's own file here, so they equal the preview's), while the verdicts
