@@ -406,6 +406,10 @@ def twin_source(problem: Problem, answers_as: Path, raises_as: Path) -> str:
     for function in problem.spec.functions:
         args = defs[function.name].args
         assert not (args.posonlyargs or args.vararg or args.kwarg), f"{answers_as.name}: {function.name}'s signature"
+        for arg in (*args.args, *args.kwonlyargs):
+            arg.annotation = None  # names of the solution's own imports
+        for default in (d for d in (*args.defaults, *args.kw_defaults) if d is not None):
+            ast.literal_eval(default)  # raises on a default naming a constant of the solution, unknown here
         wrappers.append(
             f"\n\ndef {function.name}({ast.unparse(args)}):\n    return _twin({function.name!r}, dict(locals()))\n"
         )
