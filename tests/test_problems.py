@@ -331,9 +331,10 @@ def behaviours(problem: Problem, seed: int) -> dict[str, Behaviour]:
 
 def twin_pairs(problem: Problem, seed: int) -> list[tuple[Misconception, Misconception, frozenset[Case]]]:
     """(answers as, raises as, where it raises): for each misreading that raises on some case where the reference
-    answers, the other misreadings whose solutions answer wrongly on most of those cases outside its owner checks (the
-    cases a credited raise would buy), first those whose failures the raises outnumber enough to charge it, file name
-    breaking ties."""
+    answers, the other misreadings whose solutions answer wrongly on some of those cases: first those with most such
+    cases in their own owner checks and not in its (what a credited raise would buy: elsewhere their answers carry
+    through their own misreading) whose failures the raises outnumber enough to charge it, then those with most such
+    cases, file name breaking ties."""
     behaviour = behaviours(problem, seed)
     pairs = []
     for raiser in problem.misconceptions:
@@ -341,9 +342,11 @@ def twin_pairs(problem: Problem, seed: int) -> list[tuple[Misconception, Misconc
 
         def exposure(answerer: Misconception, raised: frozenset[Case] = raised, raiser: Misconception = raiser):
             mine = behaviour[answerer.id]
-            bought = {case for case in raised & mine.wrong_answers if case[0] not in raiser.owners}
+            wrong = raised & mine.wrong_answers
+            # its failures outside its own owner checks are credited through its own misreading already
+            bought = {case for case in wrong if case[0] in answerer.owners and case[0] not in raiser.owners}
             charged = len(raised) >= MIN_SHARE * len(mine.fails | raised)
-            return (not charged, -len(bought), answerer.solution) if bought else None
+            return (-len(bought) * charged, not charged, -len(wrong), answerer.solution) if wrong else None
 
         ranked = sorted(
             (key, answerer)
