@@ -6,6 +6,7 @@ problem alone live in reference/<id>/tests/."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import re
@@ -23,7 +24,8 @@ from grader.course.validate import MIN_SEEDS, Finding, failed_checks, reference_
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors, judge_case
-from grader.judge.expectations import reference_series, run_series
+from grader.judge.diagnosis import MIN_SHARE, Misconception
+from grader.judge.expectations import Expectations, reference_series, run_series, single_threaded
 from grader.model.problem import Problem, list_problems, load_module
 from grader.model.spec import CheckSpec, DifferentialCheck, Limits, Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
@@ -49,13 +51,15 @@ class Proof:
     """One problem graded once: the reference alone on each grading seed, and on the first seed one batch of the
     reference, every known-wrong solution and every trivial answer (one set of expectations, one zygote)."""
 
-    def __init__(self, problem: Problem, cache: Path) -> None:
+    def __init__(self, problem: Problem, cache: Path, scratch: Path) -> None:
         self.problem = problem
         self.reference = problem.reference_dir / "reference.py"
         self.first_seed = problem.grading_seeds[0]
         self._cache = cache
+        self._scratch = scratch  # where the raising twins are written
         self._reports: dict[tuple[Path, int], Report] = {}
         self._wrong_findings: list[Finding] | None = None
+        self._twins: list[RaisingTwin] | None = None
 
     def _grade(self, files: list[Path], seed: int) -> None:
         with pytest.MonkeyPatch.context() as patch:
@@ -66,9 +70,9 @@ class Proof:
     def grade_many(self, files: list[Path], seed: int) -> list[Report]:
         """`validate`'s way of grading, served from this run's reports (grading what was never asked before)."""
         if seed == self.first_seed and (self.reference, seed) not in self._reports:
-            self._grade(
-                [self.reference, *(k.path for k in self.problem.known_wrong()), *trivial_files(self.problem)], seed
-            )
+            known = [k.path for k in self.problem.known_wrong()]
+            twins = [t.path for t in self.twins()]
+            self._grade([self.reference, *known, *trivial_files(self.problem), *twins], seed)
         missing = list(dict.fromkeys(f for f in files if (f, seed) not in self._reports))
         if missing:
             self._grade(missing, seed)
@@ -78,6 +82,14 @@ class Proof:
         """`file` graded on the first grading seed, as `grade` and `grade-all` grade it."""
         (report,) = self.grade_many([file], self.first_seed)
         return report
+
+    def twins(self) -> list[RaisingTwin]:
+        """The files that raise as a misreading does where their twin answers (see `raising_twins`)."""
+        if self._twins is None:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("PAPERLEET_CACHE", str(self._cache))  # the observations the batch then reads
+                self._twins = raising_twins(self.problem, self.first_seed, self._scratch)
+        return self._twins
 
     def wrong_findings(self) -> list[Finding]:
         """`validate`'s findings about the known-wrong solutions."""
@@ -90,12 +102,13 @@ _PROOFS: dict[str, Proof] = {}  # one per problem for the whole run, whichever m
 
 
 @pytest.fixture(scope="session")
-def proofs(cli_env: dict[str, str]) -> Callable[[str], Proof]:
+def proofs(cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Proof]:
     """Each problem's `Proof`, made on first use and kept for the session (other modules import this fixture)."""
 
     def proof(problem_id: str) -> Proof:
         if problem_id not in _PROOFS:
-            _PROOFS[problem_id] = Proof(_problem(problem_id), Path(cli_env["PAPERLEET_CACHE"]))
+            scratch = tmp_path_factory.mktemp(f"twins_{problem_id}")
+            _PROOFS[problem_id] = Proof(_problem(problem_id), Path(cli_env["PAPERLEET_CACHE"]), scratch)
         return _PROOFS[problem_id]
 
     return proof
@@ -257,6 +270,198 @@ def test_validate_says_valid(
     monkeypatch.setattr(commands, "grade_many", grade_many)
     assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out
     assert f"{problem_id}: valid" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------- raising twins
+
+# Follow-through may carry a raise only where the learner fails as the misreading does and follows it everywhere;
+# else a file with a bug of its own could raise a misreading's exception and collect, through it, the cases it fails
+# for its own reason. The proof: a file that raises as a misreading does where its twin answers earns no more.
+
+TWINS_PER_MISREADING = 2  # answering solutions paired with each raising misreading: a few files per problem
+Case = tuple[str, int]  # a check and the index of one of its calls
+
+
+@dataclasses.dataclass(frozen=True)
+class RaisingTwin:
+    """A learner file that answers as the known-wrong `answers_as` does, except where the misreading `raises_as`
+    raises and the reference answers: there it raises that misreading's exception. `answers_as` is its twin."""
+
+    path: Path
+    answers_as: Path
+    raises_as: str
+    raises_on: frozenset[Case]  # where it raises
+
+
+@dataclasses.dataclass(frozen=True)
+class Behaviour:
+    """Where one misreading's solution fails the cases of a seed: all of them, those it fails by raising while the
+    reference answers, and those it answers wrongly."""
+
+    fails: frozenset[Case]
+    raises: frozenset[Case]
+    wrong_answers: frozenset[Case]
+
+
+def behaviours(problem: Problem, seed: int) -> dict[str, Behaviour]:
+    """Each misreading's behaviour on every case of `seed`, from the judge's own observations (cached on disk)."""
+    expectations = Expectations(problem, seed)
+    fails: dict[str, set[Case]] = {m.id: set() for m in problem.misconceptions}
+    raises: dict[str, set[Case]] = {m.id: set() for m in problem.misconceptions}
+    with single_threaded():  # compared as the judge compares: its many small tensors are slower on a pool of threads
+        for check in (c for c in problem.spec.checks if c.cases):
+            assert check.cases is not None
+            for index, call in enumerate(expectations.cases(check.cases)):
+                want = expectations.observation(check.expected, check.cases, index)
+                answered = "raised" not in expectations.observation("reference", check.cases, index)
+                for mid, got in expectations.misconception_observations(check.cases, index).items():
+                    verdict = judge_case(
+                        call.function, call.kwargs, got, want, check.compare, problem.tolerances, evidence=False
+                    ).verdict
+                    if verdict != Verdict.PASS:
+                        fails[mid].add((check.id, index))
+                    if "raised" in got and answered:
+                        raises[mid].add((check.id, index))
+    expectations.persist()
+    return {
+        mid: Behaviour(frozenset(fails[mid]), frozenset(raises[mid]), frozenset(fails[mid] - raises[mid]))
+        for mid in fails
+    }
+
+
+def twin_pairs(problem: Problem, seed: int) -> list[tuple[Misconception, Misconception, frozenset[Case]]]:
+    """(answers as, raises as, where it raises): for each misreading that raises on some case where the reference
+    answers, the other misreadings whose solutions answer wrongly on some of those cases: first those with most such
+    cases in their own owner checks and not in its (what a credited raise would buy: elsewhere their answers carry
+    through their own misreading) whose failures the raises outnumber enough to charge it, then those with most such
+    cases, file name breaking ties."""
+    behaviour = behaviours(problem, seed)
+    pairs = []
+    for raiser in problem.misconceptions:
+        raised = behaviour[raiser.id].raises
+
+        def exposure(answerer: Misconception, raised: frozenset[Case] = raised, raiser: Misconception = raiser):
+            mine = behaviour[answerer.id]
+            wrong = raised & mine.wrong_answers
+            # its failures outside its own owner checks are credited through its own misreading already
+            bought = {case for case in wrong if case[0] in answerer.owners and case[0] not in raiser.owners}
+            charged = len(raised) >= MIN_SHARE * len(mine.fails | raised)
+            return (-len(bought) * charged, not charged, -len(wrong), answerer.solution) if wrong else None
+
+        ranked = sorted(
+            (key, answerer)
+            for answerer in problem.misconceptions
+            if answerer.solution != raiser.solution and (key := exposure(answerer)) is not None
+        )
+        pairs += [(answerer, raiser, raised) for _, answerer in ranked[:TWINS_PER_MISREADING]]
+    return pairs
+
+
+TWIN_BODY = """
+
+def _module(name, source):
+    module = types.ModuleType(name)
+    exec(compile(source, name, "exec"), module.__dict__)
+    return module
+
+
+ANSWERS, RAISES, REFERENCE = (_module(name, SOURCES[name]) for name in ("answers", "raises", "reference"))
+
+
+def _copy(value):
+    # strides and requires_grad kept: a misreading may raise on either
+    if not isinstance(value, torch.Tensor):
+        return value
+    try:
+        copy = torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device=value.device)
+        copy.copy_(value.detach())
+    except RuntimeError:  # an expanded tensor's overlapping strides cannot be written into
+        copy = value.detach().clone()
+    return copy.requires_grad_(value.requires_grad)
+
+
+def _raised(module, name, kwargs):
+    try:
+        getattr(module, name)(**{key: _copy(value) for key, value in kwargs.items()})
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _twin(name, kwargs):
+    raised = _raised(RAISES, name, kwargs)
+    if raised is not None and _raised(REFERENCE, name, kwargs) is None:
+        raise raised
+    return getattr(ANSWERS, name)(**kwargs)
+"""
+
+
+def twin_source(problem: Problem, answers_as: Path, raises_as: Path) -> str:
+    """The raising twin's file: the three solutions' sources, and each contract function under `answers_as`'s own
+    signature (its defaults are part of its answer)."""
+    sources = {
+        "answers": answers_as.read_text(),
+        "raises": raises_as.read_text(),
+        "reference": (problem.reference_dir / "reference.py").read_text(),
+    }
+    defs = {node.name: node for node in ast.parse(sources["answers"]).body if isinstance(node, ast.FunctionDef)}
+    wrappers = []
+    for function in problem.spec.functions:
+        args = defs[function.name].args
+        assert not (args.posonlyargs or args.vararg or args.kwarg), f"{answers_as.name}: {function.name}'s signature"
+        for arg in (*args.args, *args.kwonlyargs):
+            arg.annotation = None  # names of the solution's own imports
+        for default in (d for d in (*args.defaults, *args.kw_defaults) if d is not None):
+            ast.literal_eval(default)  # raises on a default naming a constant of the solution, unknown here
+        wrappers.append(
+            f"\n\ndef {function.name}({ast.unparse(args)}):\n    return _twin({function.name!r}, dict(locals()))\n"
+        )
+    head = f'"""Answers as {answers_as.stem}; raises as {raises_as.stem} where the reference answers."""\n\n'
+    return head + f"import types\n\nimport torch\n\nSOURCES = {sources!r}\n" + TWIN_BODY + "".join(wrappers)
+
+
+def raising_twins(problem: Problem, seed: int, folder: Path) -> list[RaisingTwin]:
+    """Every raising twin of `problem`, written into `folder`."""
+    twins = []
+    for answerer, raiser, raised in twin_pairs(problem, seed):
+        answers_as, raises_as = problem.known_wrong_file(answerer.solution), problem.known_wrong_file(raiser.solution)
+        path = folder / f"{answers_as.stem}__raising_as__{raises_as.stem}.py"
+        path.write_text(twin_source(problem, answers_as, raises_as))
+        twins.append(RaisingTwin(path, answers_as, raiser.id, raised))
+    return twins
+
+
+def _raised_type(observation: dict[str, Any]) -> str | None:
+    return str(observation["raised"]["type"]) if "raised" in observation else None
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_no_file_outscores_its_twin_that_answers_instead_of_raising(proofs, problem_id: str) -> None:
+    """Each raising twin against the known-wrong solution it answers as, graded in the problem's one batch. The twin
+    is first run in process where it must raise, to show it raises there what its misreading raises."""
+    proof = proofs(problem_id)
+    if not proof.twins():
+        pytest.skip(f"no misreading of {problem_id} raises where the reference answers")
+    expectations = Expectations(proof.problem, proof.first_seed)
+    checks = {c.id: c for c in proof.problem.spec.checks}
+    gains = []
+    for twin in proof.twins():
+        functions = _functions(proof.problem, twin.path)
+        for check_id, index in sorted(twin.raises_on):
+            name = checks[check_id].cases
+            assert name is not None
+            theirs = expectations.misconception_observations(name, index)[twin.raises_as]
+            mine = _observe(functions, expectations.cases(name)[index])
+            assert _raised_type(mine) == _raised_type(theirs) is not None, f"{twin.path.name}, {check_id}[{index}]"
+        raising, answering = proof.report(twin.path), proof.report(twin.answers_as)
+        assert raising.status == Status.GRADED, f"{twin.path.name}: {raising.message}"
+        theirs_by_id = {c.id: c.score for c in answering.checks()}
+        gained = {
+            c.id: round(c.score - theirs_by_id[c.id], 2) for c in raising.checks() if c.score > theirs_by_id[c.id]
+        }
+        if raising.score > answering.score:
+            gains.append(f"{twin.path.name}: {raising.score} > {answering.score}, gaining in {gained}")
+    assert not gains, "\n".join(gains)
 
 
 # ---------------------------------------------------------------------------------------------- trivial answers
