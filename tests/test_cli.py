@@ -524,6 +524,7 @@ def loopback_index(tmp_path: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def test_make_torch_uses_pytorchs_index_when_it_answers(scratch_venv: Path, loopback_index: str) -> None:

@@ -422,7 +422,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def _submission_name(key: str) -> str:
-    return f"{key}.py" if key in FILES else key
+    return f"{key}.py" if key in FILES or key in NOT_FILES else key
 
 
 def test_a_class_holding_every_hostile_file_gets_its_outputs(hostile: Hostile) -> None:
@@ -520,7 +520,7 @@ class _NoZygote:
 class _FakeExpectations:
     """Expectations with nothing to compute: these tests grade nothing for real."""
 
-    def __init__(self, problem: Problem, seed: int) -> None:
+    def __init__(self, problem: Problem, seed: int, **options: object) -> None:
         self.seed = seed
 
     def warm(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -220,7 +221,7 @@ def test_grade_all_refuses_a_link_and_a_fifo_and_grades_the_honest_file(run_cli,
         assert report["message"].startswith("not graded: expected a regular file, not a") and what in report["message"]
         assert all(check["verdict"] == "skipped" for tier in report["tiers"] for check in tier["checks"])
         assert report["message"] in (out / stem / "report.html").read_text()
-    rows = {row["submission"]: row for row in csv.DictReader((out / "summary.csv").open())}
+    rows = {row["submission"]: row for row in csv.DictReader(io.StringIO((out / "summary.csv").read_text()))}
     assert rows["copycat.py"]["status"] == "refused" and float(rows["copycat.py"]["score"]) == 0
     assert rows["pipe.py"]["status"] == "refused" and rows["honest.py"]["status"] == "graded"
     assert "refused" in (out / "index.html").read_text()

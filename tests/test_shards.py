@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 import re
@@ -139,7 +140,7 @@ def runs(run_cli, cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
 
 
 def _rows(summary: Path) -> list[dict[str, str]]:
-    rows = list(csv.DictReader(summary.open()))
+    rows = list(csv.DictReader(io.StringIO(summary.read_text())))
     for row in rows:
         del row["duration_s"]
     return rows

@@ -130,6 +130,13 @@ class Watched:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def end(self, timeout: float = 60) -> int:
+        """Wait for the process, which was told to stop, and close its log."""
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self._handle.close()
+
 
 # ---------------------------------------------------------------------------------------------- watch
 
@@ -213,7 +220,7 @@ def test_watch_reports_a_half_saved_file_and_goes_on(cli_env: dict[str, str], tm
         assert report["score"] == report["max_score"]
     finally:
         os.kill(watched.process.pid, signal.SIGTERM) if watched.process.poll() is None else None
-        code = watched.process.wait(timeout=60)
+        code = watched.end()
     assert code == 0, watched.output()
     assert "checks not run, for the reason above" in watched.output()
     assert not survivors(watched.seen, str(folder))

@@ -1013,7 +1013,10 @@ def toy_gradients(g: torch.Generator) -> list[Call]:
     q[order] = torch.tensor(TOY_Q, dtype=F64)
     ranked = [int(order[v]) for v in sorted(range(vocab), key=lambda v: (-TOY_Q[v], v))]
     advantages = torch.full((vocab,), _advantage(g), dtype=F64)
-    calls = [_toy_call(logits, q, ranked[:k], advantages, options, f"the head sweep's prefix, head of size {k}")
+    # one group per curve: without a head (k = 0) the correction vanishes, so an uncentred loss matches there and
+    # must not earn that case apart from the rest of its curve
+    calls = [replace(_toy_call(logits, q, ranked[:k], advantages, options,
+                                           f"the head sweep's prefix, head of size {k}"), group=f"sweep {options.mode}")
              for options in TOY_MODES for k in range(vocab + 1)]
     p0, q0 = _uniform(g, 0.55, 0.8), _uniform(g, 0.25, 0.45)
     better = _uniform(g, 0.8, 1.2)
@@ -1021,5 +1024,6 @@ def toy_gradients(g: torch.Generator) -> list[Call]:
     bandit_logits = torch.tensor([math.log(p0), math.log(1.0 - p0)], dtype=F64)
     bandit_q = torch.tensor([q0, 1.0 - q0], dtype=F64)
     for head in ([], [0]):
-        calls.append(_toy_call(bandit_logits, bandit_q, head, rewards, NONE, f"the bandit, head {head}"))
+        call = _toy_call(bandit_logits, bandit_q, head, rewards, NONE, f"the bandit, head {head}")
+        calls.append(replace(call, group="bandit"))
     return calls

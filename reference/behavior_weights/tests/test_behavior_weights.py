@@ -178,10 +178,11 @@ def test_open_interval_sample_is_charged_in_the_endpoint_check(graded) -> None:
     assert reports[MISTAKE]["diagnosis"][0]["id"] == "icepop_open_interval"
 
 
-def test_starter_earns_only_the_signature_points(graded) -> None:
+def test_the_unmodified_starter_earns_nothing(graded) -> None:
+    """Right signatures and no call answered: the signature check has nothing to credit either."""
     _, reports = graded
     checks = checks_of(reports["starter"])
-    assert reports["starter"]["score"] == checks["signatures"]["score"] == checks["signatures"]["max_score"]
+    assert reports["starter"]["score"] == checks["signatures"]["score"] == 0
     assert "NotImplementedError" in checks["oracle_tis"]["message"]
 
 

@@ -40,11 +40,12 @@ def test_wrong_submission_loses_points_on_its_defect(submission_batch: Batch, na
     assert checks_of(report)[check]["verdict"] == Verdict.FAIL
 
 
-def test_starter_earns_only_the_signature_points(submission_batch: Batch) -> None:
+def test_the_unmodified_starter_earns_nothing(submission_batch: Batch) -> None:
+    """Right signatures and no call answered: the signature check has nothing to credit either."""
     report = submission_batch.reports["frank_starter"]
     checks = checks_of(report)
-    assert checks["signatures"]["verdict"] == Verdict.PASS
-    assert report["score"] == checks["signatures"]["max_score"]
+    assert checks["signatures"]["verdict"] != Verdict.PASS
+    assert report["score"] == 0
     assert "NotImplementedError" in checks["oracle_weights"]["message"]
 
 
