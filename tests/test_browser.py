@@ -153,6 +153,8 @@ class Chromium:
             self._process.wait()
         for fd in (self._to_browser, self._from_browser):
             os.close(fd)
+        if self._process.stderr is not None:
+            self._process.stderr.close()
 
 
 class Tab:
