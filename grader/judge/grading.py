@@ -131,21 +131,7 @@ def _intake(submission: Path | Submission, launched: Launched | None) -> Submiss
 def _refused(problem: GradedProblem, submission: Submission, seed: int, command: str) -> Report:
     """The report of a file that is not graded: every check skipped for the one reason, no score."""
     results = [_skipped(check, submission.refusal) for check in problem.spec.checks]
-    return Report(
-        problem=problem.id,
-        submission=submission.name,
-        submission_sha256=submission.sha256,
-        status=Status.REFUSED,
-        score=0.0,
-        max_score=problem.spec.max_score,
-        tiers=_tiers(problem, results),
-        artifacts=[],
-        seed=seed,
-        versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
-        problem_hash=problem.content_hash,
-        command=command or reproduce_command(problem.id, submission.path, seed),
-        message=submission.refusal,
-    )
+    return _report(problem, submission, seed, command, Status.REFUSED, _tiers(problem, results), submission.refusal)
 
 
 def _judge(
@@ -295,18 +281,17 @@ def _tiers(problem: GradedProblem, results: list[CheckResult]) -> list[TierResul
     return tiers
 
 
-def _assemble(
+def _report(
     problem: GradedProblem,
     submission: Submission,
     seed: int,
-    status: Status,
-    results: list[CheckResult],
-    supervisor: WorkerSupervisor,
-    message: str,
-    duration: float,
     command: str,
+    status: Status,
+    tiers: list[TierResult],
+    message: str,
+    **graded: Any,
 ) -> Report:
-    tiers = _tiers(problem, results)
+    """A report's fields that every outcome has; `graded` adds what a run of the worker measured."""
     return Report(
         problem=problem.id,
         submission=submission.name,
@@ -320,10 +305,34 @@ def _assemble(
         versions=Versions(python=platform.python_version(), torch=torch.__version__, grader=__version__),
         problem_hash=problem.content_hash,
         command=command or reproduce_command(problem.id, submission.path, seed),
+        message=message,
+        **graded,
+    )
+
+
+def _assemble(
+    problem: GradedProblem,
+    submission: Submission,
+    seed: int,
+    status: Status,
+    results: list[CheckResult],
+    supervisor: WorkerSupervisor,
+    message: str,
+    duration: float,
+    command: str,
+) -> Report:
+    tiers = _tiers(problem, results)
+    return _report(
+        problem,
+        submission,
+        seed,
+        command,
+        status,
+        tiers,
+        message,
         isolation=supervisor.box.isolation(),
         stdout="".join(supervisor.stdout),
         stderr="".join(supervisor.stderr),
         duration_s=round(duration, 3),
-        message=message,
         phases={**supervisor.phases, **{t.tier: round(sum(c.duration_s for c in t.checks), 4) for t in tiers}},
     )
