@@ -127,7 +127,11 @@ def test_ports_load_strictly_and_need_their_solution(tmp_path: Path) -> None:
     (ports / "verl_mean.py").write_text("def f(): ...\n")
     (port,) = load_ports(tmp_path)
     assert port.path == ports / "verl_mean.py" and port.breaks == frozenset()
-    for broken in (PORT.replace('"verl"', '"vibes"'), PORT.replace("0123456789abcdef01234567", "short"), PORT + "x = 1\n"):
+    for broken in (
+        PORT.replace('"verl"', '"vibes"'),
+        PORT.replace("0123456789abcdef01234567", "short"),
+        PORT + "x = 1\n",
+    ):
         (ports / "verl_mean.toml").write_text(broken)
         with pytest.raises(SpecError, match="not a port declaration"):
             load_ports(tmp_path)

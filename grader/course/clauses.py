@@ -15,9 +15,7 @@ points: a solution that breaks a clause declares a score of the problem's maximu
 
 def clause_rows(spec: ProblemSpec) -> list[tuple[str, str, str, str, float]]:
     """(clause id, kind, text, owner checks, weight) in the spec's order of clauses."""
-    return [
-        (c.id, c.kind, c.text, ", ".join(spec.clause_checks(c.id)), spec.clause_weight(c.id)) for c in spec.clauses
-    ]
+    return [(c.id, c.kind, c.text, ", ".join(spec.clause_checks(c.id)), spec.clause_weight(c.id)) for c in spec.clauses]
 
 
 def clauses_markdown(specs: list[ProblemSpec]) -> str:

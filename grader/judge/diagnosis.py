@@ -2,11 +2,11 @@
 
 A problem declares its known misreadings in `reference/<id>/misconceptions.toml`: an id, a learner-facing
 explanation and the known-wrong solution that embodies it. The checks that own it are those of the clauses that
-solution declares it breaks (its `breaks`), so a misreading's owners are declared once, as clauses. The judge computes what
-each of those solutions does on every case (trusted side, cached like the expectations). A failing case is
-*explained* by a misconception when the learner's observation matches that solution's on the aspects the check
-compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the report's
-diagnosis lists the charged ones, the one explaining most failing cases first.
+solution declares it breaks (its `breaks`), so a misreading's owners are declared once, as clauses. The judge
+computes what each of those solutions does on every case (trusted side, cached like the expectations). A failing
+case is *explained* by a misconception when the learner's observation matches that solution's on the aspects the
+check compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the
+report's diagnosis lists the charged ones, the one explaining most failing cases first.
 
 Follow-through credit, as an exam marker carries an error forward, carries answers: a failing case whose answer
 matches a charged misconception's earns its points in every check that does not own that misconception. The owner
@@ -20,7 +20,7 @@ device or a graph flag) carries no value credit into T1-T3: there it credits onl
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,9 +56,7 @@ class MisconceptionFile(BaseModel):
     misconceptions: list[DeclaredMisconception] = []
 
 
-def load_misconceptions(
-    path: Path, owners_of: Callable[[Path], list[str]], wrong_dir: Path
-) -> list[Misconception]:
+def load_misconceptions(path: Path, owners_of: Callable[[Path], list[str]], wrong_dir: Path) -> list[Misconception]:
     """The declared misreadings; none when the file is absent. Errors name the file and the field.
 
     `owners_of` gives the owner checks of a known-wrong declaration (the checks of the clauses it breaks)."""

@@ -1,10 +1,11 @@
 """Known-wrong solutions: declared as small edits of the reference, graded as the real files they make.
 
 `reference/<id>/wrong/<name>.toml` declares one solution: the defect it embodies, the clauses of the statement it
-breaks (so the score it declares), the checks it must fail and may fail, and its edits, each a `find` text that occurs exactly once in the reference's code and its `replace`.
-The solution a learner could have written, `<name>.py`, is the reference with those edits, under a docstring
-that names the defect. It is written into the cache, in a folder named by the hash of the reference, every
-declaration and this module, so the same sources always give the same path and a stale copy is never graded.
+breaks (so the score it declares), the checks it must fail and may fail, and its edits, each a `find` text that
+occurs exactly once in the reference's code and its `replace`. The solution a learner could have written,
+`<name>.py`, is the reference with those edits, under a docstring that names the defect. It is written into the
+cache, in a folder named by the hash of the reference, every declaration and this module, so the same sources always
+give the same path and a stale copy is never graded.
 """
 
 from __future__ import annotations
