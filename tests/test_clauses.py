@@ -155,7 +155,7 @@ def test_a_score_off_its_declaration_is_a_finding() -> None:
 def test_declared_scores_grades_every_file_and_constructed_breaks_again_without_follow_through() -> None:
     """A fake grader: every file earns its declared score, except one that misses it by 5 points."""
     problem = Problem(PROBLEM)
-    wrong = problem.known_wrong()
+    wrong = [*problem.known_wrong(), *problem.ports()]
     kinds = {c.id: c.kind for c in problem.spec.clauses}
     declared = {k.path: problem.spec.declared_score(k.breaks) for k in wrong}
     missing = wrong[0].path

@@ -2,6 +2,7 @@
 
 - `validate`: proves a problem: every line of the reference reached, the reference at full marks, each known-wrong
   solution caught as declared.
+- `clauses`: each problem's clause-to-check table, with the weight each clause carries.
 - `coverage`: which lines and branches of a reference no case reaches (a clause broken for free).
 - `gradescope_zip`: the autograder zip for Gradescope.
 - `learner_pack`: the learner pack (statement, starter, public cases and `check`) and the pack's `check`.
