@@ -185,3 +185,49 @@ def test_the_pack_shows_the_same_view_of_its_reports(tmp_path: Path, capsys: pyt
 def test_progress_of_a_missing_folder_is_a_usage_error(run_cli, tmp_path: Path) -> None:
     done = run_cli("progress", "--out", tmp_path / "nowhere")
     assert done.returncode == 4 and "no such folder" in done.stderr
+
+
+def _hidden_inputs(problem: Problem) -> set[str]:
+    """The first two values of `logp` of every hidden case, as tests/hostile/leak_hidden_inputs.py writes them."""
+    from grader.judge.expectations import Expectations
+
+    expect = Expectations(problem, problem.grading_seeds[0])
+    found = set()
+    for check in problem.spec.checks:
+        for call in expect.cases(check.cases) if check.cases else []:
+            logp = call.kwargs.get("logp")
+            if call.hidden and logp is not None:
+                found.add(" ".join(f"{v:.6f}" for v in logp.reshape(-1)[:2].tolist()))
+    return found
+
+
+def test_progress_over_real_grades_quotes_no_hidden_input(run_cli, tmp_path: Path) -> None:
+    """A file that raises with every input it was sent, then a known-wrong file: the grades keep the hidden inputs
+    for the instructor, and the learner's progress shows neither them nor the grading seed."""
+    problem = Problem("glm5_offpolicy")
+    hostile = ROOT / "tests" / "hostile" / "leak_hidden_inputs.py"
+    wrong = problem.known_wrong_file("ratio_inverted.py")
+    for n, file in enumerate((hostile, wrong), 1):
+        done = run_cli("grade", file, "--problem", problem.id, "--out", tmp_path / f"try{n}")
+        assert done.returncode == 0, done.stderr[-2000:]
+    hidden = _hidden_inputs(problem)
+    instructor = (tmp_path / "try1" / "report.json").read_text()
+    assert any(f in instructor for f in hidden)  # the attack worked: the report keeps what the file echoed
+    reports = [json.loads((tmp_path / f"try{n}" / "report.json").read_text()) for n in (1, 2)]
+    visible_scores = [
+        round(sum(c["score"] for t in r["tiers"] for c in t["checks"] if c["visibility"] == "visible"), 2)
+        for r in reports
+    ]
+    for extra in ((), ("--json",)):
+        done = run_cli("progress", "--out", tmp_path, *extra)
+        assert done.returncode == 0, done.stderr
+        text = done.stdout + done.stderr
+        assert not [f for f in hidden if f in text]
+        assert str(problem.grading_seeds[0]) not in text and "seed" not in text.lower()
+    data = json.loads(done.stdout)
+    (item,) = data
+    assert item["attempts"] == 2 and item["last"]["submission"] == "ratio_inverted.py"
+    assert (item["best"]["score"], item["last"]["score"]) == (max(visible_scores), visible_scores[1])
+    assert item["still_failing"], "a known-wrong file still fails visible checks"
+    visible = {c["id"] for t in reports[1]["tiers"] for c in t["checks"] if c["visibility"] == "visible"}
+    assert {c["id"] for c in item["still_failing"]} <= visible
