@@ -100,7 +100,7 @@ def handout(built: Sequence[Built], name: str, out: Path) -> str:
             "",
         ]
         for paper in entry.catalog.papers:
-            where = f" {paper.equations}." if paper.equations else ""
+            where = f" {paper.equations[:1].upper()}{paper.equations[1:]}." if paper.equations else ""
             link = f" <{paper.url}>" if paper.url else ""
             lines.append(f"- {_cell(paper.authors)} ({paper.year}). *{_cell(paper.title)}*.{where}{link}")
         lines += [
