@@ -217,7 +217,9 @@ def _catalog_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     """What exists, what a learner has done, and a set of problems for a course."""
     from grader.model.spec import DIFFICULTIES  # pydantic only: `--help` stays free of torch
 
-    problems = commands.add_parser("problems", help="list the exercises: papers, tags, difficulty, order", epilog=EPILOG)
+    problems = commands.add_parser(
+        "problems", help="list the exercises: papers, tags, difficulty, order", epilog=EPILOG
+    )
     problems.add_argument("--tag", action="append", default=[], help="only exercises with this tag (repeatable: all)")
     problems.add_argument("--difficulty", choices=DIFFICULTIES)
     problems.add_argument("--json", action="store_true", help="print JSON for tools instead of the table")

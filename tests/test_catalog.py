@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,15 @@ def test_problems_command_prints_the_table_and_json(run_cli) -> None:
     assert [d["id"] for d in filtered] == ["routed_gates"]
     wrong = run_cli("problems", "--difficulty", "easy")
     assert wrong.returncode == 4 and "invalid choice" in wrong.stderr
+
+
+def test_the_readme_lists_the_catalog_in_its_suggested_order() -> None:
+    readme = (ROOT / "README.md").read_text()
+    rows = [line.split(" | ") for line in readme.splitlines() if re.match(r"^\| \d+ \| `[a-z0-9_]+` \|", line)]
+    entries = load_catalog()
+    assert [(row[0], row[1]) for row in rows] == [(f"| {e.order}", f"`{e.id}`") for e in entries]
+    for row, entry in zip(rows, entries, strict=True):
+        assert row[4] == entry.catalog.difficulty and row[6] == f"{entry.catalog.minutes} min |"
+        assert str(entry.catalog.papers[0].year) in row[3]
+        order = {e.id: e.order for e in entries}
+        assert row[5] == (", ".join(str(n) for n in sorted(order[b] for b in entry.catalog.builds_on)) or "-")

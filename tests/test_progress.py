@@ -94,8 +94,16 @@ def _report(problem: str, name: str, passing: set[str], misreadings: list[str], 
 
 # per problem, attempts in the order they were graded: (visible checks passing, misreadings, hidden check passes)
 ATTEMPTS = {
-    "grpo_advantages": [({"a"}, ["mean_of_batch"], False), ({"a", "b"}, ["mean_of_batch"], False), ({"a", "b", "c"}, [], True)],
-    "ppo_clip_loss": [(set(), ["sign_ignored", "min_not_max"], False), ({"b", "c"}, ["sign_ignored"], False), ({"b"}, ["sign_ignored"], True)],
+    "grpo_advantages": [
+        ({"a"}, ["mean_of_batch"], False),
+        ({"a", "b"}, ["mean_of_batch"], False),
+        ({"a", "b", "c"}, [], True),
+    ],
+    "ppo_clip_loss": [
+        (set(), ["sign_ignored", "min_not_max"], False),
+        ({"b", "c"}, ["sign_ignored"], False),
+        ({"b"}, ["sign_ignored"], True),
+    ],
     "routed_gates": [({"c"}, [], True), ({"c"}, ["softmax_over_all"], False)],  # the held-back check fails last
 }
 
@@ -130,7 +138,8 @@ def test_progress_shows_best_and_last_scores_still_failing_checks_and_recurring_
     assert set(found) == set(PROBLEMS)
     ppo = found["ppo_clip_loss"]
     # scores count only the visible checks: 30 points, the held-back check's 10 show later
-    assert (ppo.attempts, ppo.best.score, ppo.best.submission, ppo.last.score, ppo.last.max_score) == (3, 20, "try2.py", 10, 30)
+    assert (ppo.attempts, ppo.best.score, ppo.best.submission) == (3, 20, "try2.py")
+    assert (ppo.last.score, ppo.last.max_score, ppo.last.submission) == (10, 30, "try3.py")
     assert ppo.last.withheld == 10
     assert [check for check, _ in ppo.last.failing] == ["a", "c"]
     assert [(m, n) for m, _, n in ppo.misreadings] == [("sign_ignored", 3), ("min_not_max", 1)]
@@ -138,7 +147,11 @@ def test_progress_shows_best_and_last_scores_still_failing_checks_and_recurring_
     assert (grpo.best.score, grpo.last.score, grpo.last.failing) == (30, 30, ())
     assert [(m, n) for m, _, n in grpo.misreadings] == [("mean_of_batch", 2)]
     data = json.loads(_rendered(progress_of(attempts), True, capsys))
-    assert {d["problem"]: d["best"]["score"] for d in data} == {"grpo_advantages": 30, "ppo_clip_loss": 20, "routed_gates": 10}
+    assert {d["problem"]: d["best"]["score"] for d in data} == {
+        "grpo_advantages": 30,
+        "ppo_clip_loss": 20,
+        "routed_gates": 10,
+    }
     table = _rendered(progress_of(attempts), False, capsys)
     assert "sign_ignored (in 3 of 3)" in table and "You read sign_ignored the wrong way." in table
 

@@ -39,11 +39,15 @@ def catalog_errors(specs: Sequence[ProblemSpec]) -> list[str]:
     """What is wrong with these problems taken together, one sentence each; empty when nothing is."""
     errors = []
     ids = [spec.id for spec in specs]
-    errors += [f"problem id {pid!r} is used by {ids.count(pid)} problems" for pid in sorted(set(ids)) if ids.count(pid) > 1]
+    errors += [
+        f"problem id {pid!r} is used by {ids.count(pid)} problems" for pid in sorted(set(ids)) if ids.count(pid) > 1
+    ]
     titles: dict[str, list[str]] = {}
     for spec in specs:
         titles.setdefault(spec.title.strip().casefold(), []).append(spec.id)
-    errors += [f"problems {', '.join(sorted(same))} share the title {key!r}" for key, same in titles.items() if len(same) > 1]
+    errors += [
+        f"problems {', '.join(sorted(same))} share the title {key!r}" for key, same in titles.items() if len(same) > 1
+    ]
     known = set(ids)
     for spec in specs:
         unknown = [other for other in spec.catalog.builds_on if other not in known]

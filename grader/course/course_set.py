@@ -113,5 +113,7 @@ def handout(built: Sequence[Built], name: str, out: Path) -> str:
 
 
 def _builds_on(entry: Entry, in_set: dict[str, int]) -> str:
-    named = [f"#{in_set[pid]} `{pid}`" if pid in in_set else f"`{pid}` (not in this set)" for pid in entry.catalog.builds_on]
+    named = [
+        f"#{in_set[pid]} `{pid}`" if pid in in_set else f"`{pid}` (not in this set)" for pid in entry.catalog.builds_on
+    ]
     return ", ".join(named) or "-"
