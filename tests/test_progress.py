@@ -154,6 +154,7 @@ def test_progress_shows_best_and_last_scores_still_failing_checks_and_recurring_
     }
     table = _rendered(progress_of(attempts), False, capsys)
     assert "sign_ignored (in 3 of 3)" in table and "You read sign_ignored the wrong way." in table
+    assert "none" in table and "[green]" not in table  # grpo_advantages' last attempt fails no visible check
 
 
 def _assert_nothing_hidden(text: str) -> None:

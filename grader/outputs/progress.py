@@ -187,11 +187,9 @@ def progress_table(progress: Sequence[Progress], titles: dict[str, str] | None =
         name = item.problem + (f"\n{titles[item.problem]}" if item.problem in titles else "")
         if item.scope != OFFICIAL:
             name += f"\n({item.scope})"
-        failing = ", ".join(check for check, _ in item.last.failing) or "[green]none[/]"
+        failing = escape(", ".join(check for check, _ in item.last.failing)) or "[green]none[/]"
         misread = "\n".join(f"{mid} (in {n} of {item.attempts})" for mid, _, n in item.misreadings) or "-"
-        table.add_row(
-            escape(name), str(item.attempts), _score(item.best), _score(item.last), escape(failing), escape(misread)
-        )
+        table.add_row(escape(name), str(item.attempts), _score(item.best), _score(item.last), failing, escape(misread))
     return table
 
 
