@@ -186,6 +186,12 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=count, default=0)
 
+    clauses = commands.add_parser(
+        "clauses", help="print each problem's clauses, their kinds, owner checks and weights", epilog=EPILOG
+    )
+    clauses.add_argument("--problem", help="only this problem (default: all)")
+    clauses.add_argument("--markdown", action="store_true", help="as docs/clauses.md holds it")
+
     known_wrong = commands.add_parser(
         "known-wrong",
         help="write the known-wrong solutions declared in reference/ID/wrong/ and print their paths",

@@ -25,7 +25,7 @@ from grader.course.shards import Shard, ShardError, merge, parse_shard
 from grader.course.validate import run_validation
 from grader.judge.expectations import Expectations
 from grader.judge.grading import Graded, grade
-from grader.model.problem import Problem
+from grader.model.problem import Problem, list_problems
 from grader.model.spec import TIERS, Limits
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
@@ -482,7 +482,11 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
 
 def cmd_validate(args: argparse.Namespace) -> ExitCode:
     problem = Problem(args.problem)
-    ok = run_validation(problem, lambda files, seed: grade_many(problem, files, seed, problem.spec.limits, args.jobs))
+
+    def grade(files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
+        return grade_many(problem, files, seed, problem.spec.limits, args.jobs, follow_through=follow_through)
+
+    ok = run_validation(problem, grade)
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
 
 
@@ -492,6 +496,15 @@ def cmd_known_wrong(args: argparse.Namespace) -> ExitCode:
     paths = [problem.known_wrong_file(name) for name in args.names] or [k.path for k in problem.known_wrong()]
     for path in paths:
         print(path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path)
+    return ExitCode.OK
+
+
+def cmd_clauses(args: argparse.Namespace) -> ExitCode:
+    from grader.course.clauses import clauses_markdown, clauses_text
+
+    ids = [args.problem] if args.problem else list_problems()
+    specs = [Problem(problem_id).spec for problem_id in ids]
+    sys.stdout.write(clauses_markdown(specs) if args.markdown else clauses_text(specs))
     return ExitCode.OK
 
 
@@ -590,6 +603,7 @@ def dispatch(args: argparse.Namespace, launched: Launched | None = None) -> Exit
     handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["known-wrong"] = cmd_known_wrong
+    handlers["clauses"] = cmd_clauses
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack
     handlers["watch"] = cmd_watch

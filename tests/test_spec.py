@@ -112,7 +112,7 @@ def test_experiment_check_needs_series(raw: dict[str, Any]) -> None:
 def _with_line(tmp_path: Path, check_id: str, line: str) -> Path:
     """The real spec with `line` added to the check `check_id`, as a problem author would write it."""
     text = SPEC_PATH.read_text()
-    anchor = f'id = "{check_id}"\n'
+    anchor = f'[[checks]]\nid = "{check_id}"\n'  # a clause may share the check's id
     assert text.count(anchor) == 1
     path = tmp_path / "problem.toml"
     path.write_text(text.replace(anchor, anchor + line + "\n"))
@@ -160,8 +160,12 @@ def _spec_at(commit: str, relative: str) -> dict[str, Any] | None:
     shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{relative}"], capture_output=True, text=True)
     if shown.returncode != 0:
         return None
+    # those versions predate clauses: one clause owns every check, the same in both
     data = tomllib.loads(shown.stdout)
-    # both versions predate the `[catalog]` table: each gets today's, so that the rest is what is compared
+    data["clauses"] = [{"id": "statement", "kind": "formula", "text": "the whole statement"}]
+    for check in data["checks"]:
+        check["clause"] = "statement"
+    # and the `[catalog]` table: each gets today's, so that the rest is what is compared
     data.setdefault("catalog", tomllib.loads((ROOT / relative).read_text())["catalog"])
     return ProblemSpec.model_validate(data).model_dump()
 
