@@ -1,4 +1,4 @@
-"""Command line: grade, grade-all, previews and validate. Heavy imports wait until a command needs them."""
+"""Command line: each subcommand and its options. Heavy imports wait until a command needs them."""
 
 from __future__ import annotations
 
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _grading_commands(commands)
     _course_commands(commands)
+    _catalog_commands(commands)
     _watch_command(commands)
     return parser
 
@@ -216,6 +217,44 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     )
     pack.add_argument("--problem", required=True)
     pack.add_argument("--out", type=Path, help="default artifacts/learner/ID.zip")
+
+
+def _catalog_commands(commands: argparse._SubParsersAction[Parser]) -> None:
+    """What exists, what a learner has done, and a set of problems for a course."""
+    from grader.model.spec import DIFFICULTIES  # pydantic only: `--help` stays free of torch
+
+    problems = commands.add_parser(
+        "problems", help="list the exercises: papers, tags, difficulty, order", epilog=EPILOG
+    )
+    problems.add_argument("--tag", action="append", default=[], help="only exercises with this tag (repeatable: all)")
+    problems.add_argument("--difficulty", choices=DIFFICULTIES)
+    problems.add_argument("--json", action="store_true", help="print JSON for tools instead of the table")
+
+    progress = commands.add_parser(
+        "progress",
+        help="your best and last score per problem, checks still failing, misreadings that recur",
+        epilog=EPILOG,
+    )
+    progress.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="a folder your grades were written to (grade or watch --out, a learner pack's reports/); "
+        "repeatable; default artifacts/single/, where grade and watch write without --out",
+    )
+    progress.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+    course = commands.add_parser(
+        "course-set",
+        help="build learner packs, Gradescope zips and a handout index for a set of problems",
+        epilog=EPILOG,
+    )
+    chosen = course.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--problems", nargs="+", metavar="ID", help="these problems")
+    chosen.add_argument("--tag", help="every problem with this tag")
+    course.add_argument("--out", type=Path, help="default artifacts/course/<name>/")
+    course.add_argument("--name", help="the set's name, in the handout's title and the default folder")
 
 
 def _watch_command(commands: argparse._SubParsersAction[Parser]) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import io
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -550,6 +551,45 @@ def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_problems(args: argparse.Namespace) -> ExitCode:
+    from grader.course.catalog import load_catalog, print_catalog, select
+
+    print_catalog(select(load_catalog(), args.tag, args.difficulty), as_json=args.json)
+    return ExitCode.OK
+
+
+def cmd_progress(args: argparse.Namespace) -> ExitCode:
+    from grader.course.catalog import problem_specs
+    from grader.outputs.progress import print_progress, progress_of, read_attempt, report_files
+
+    folders = args.out or [artifacts_dir() / "single"]
+    missing = [str(folder) for folder in folders if not folder.is_dir()]
+    if missing:
+        raise UsageError(f"no such folder: {', '.join(missing)}; expected a folder your grades were written to")
+    attempts = [a for a in map(read_attempt, report_files(folders)) if a is not None]
+    titles = {spec.id: spec.title for spec in problem_specs()}
+    print_progress(progress_of(attempts), titles, as_json=args.json)
+    return ExitCode.OK
+
+
+def cmd_course_set(args: argparse.Namespace) -> ExitCode:
+    from grader.course.catalog import load_catalog
+    from grader.course.course_set import INDEX, CourseSetError, build_course_set, choose
+
+    try:
+        chosen = choose(load_catalog(), args.problems or (), args.tag)
+    except CourseSetError as exc:
+        raise UsageError(str(exc)) from None
+    name = args.name or (f"problems tagged {args.tag}" if args.tag else "Problem set")
+    folder = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "problem-set"
+    out = args.out or artifacts_dir() / "course" / folder
+    built = build_course_set(chosen, out, name)
+    for item in built:
+        print(f"{item.entry.id}: {item.pack.relative_to(out)}, {item.autograder.relative_to(out)}")
+    print(f"wrote {len(built)} learner packs, {len(built)} Gradescope zips and {out / INDEX}")
+    return ExitCode.OK
+
+
 def cmd_watch(args: argparse.Namespace) -> ExitCode:
     from grader.watch.warm import cmd_watch as watch
 
@@ -567,4 +607,7 @@ def dispatch(args: argparse.Namespace, launched: Launched | None = None) -> Exit
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack
     handlers["watch"] = cmd_watch
+    handlers["problems"] = cmd_problems
+    handlers["progress"] = cmd_progress
+    handlers["course-set"] = cmd_course_set
     return handlers[args.command](args)

@@ -7,4 +7,6 @@
 - `gradescope_zip`: the autograder zip for Gradescope.
 - `learner_pack`: the learner pack (statement, starter, public cases and `check`) and the pack's `check`.
 - `shards`: a class graded on many machines, and the merge of their reports.
+- `catalog`: every problem's `[catalog]` table, checked across problems, in a suggested order (`problems`).
+- `course_set`: a set of problems' packs, zips and handout index, built in one command (`course-set`).
 """

@@ -88,6 +88,7 @@ functions, then grade it on the public cases:
 ```sh
 python check my_solution.py
 python check --watch my_solution.py   # again after every save, until Ctrl-C
+python check --progress               # your attempts: best and last score, what still fails
 ```
 
 `check` imports your file in the same sandboxed worker as the official grader, calls your functions on the
@@ -446,6 +447,17 @@ def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
     return ExitCode.OK
 
 
+def show_progress(root: Path) -> ExitCode:
+    """The grader's `progress` view over this pack's reports."""
+    from grader.outputs.progress import print_progress, progress_of, read_attempt, report_files
+
+    reports = root / "reports"
+    attempts = [a for a in map(read_attempt, report_files([reports] if reports.is_dir() else [])) if a is not None]
+    spec = load_spec(root / "problem.toml")
+    print_progress(progress_of(attempts), {spec.id: spec.title})
+    return ExitCode.OK
+
+
 class CheckParser(argparse.ArgumentParser):
     """The pack's command line: a usage error exits 4, as the README says, rather than argparse's 2."""
 
@@ -463,10 +475,20 @@ def check_main(argv: list[str] | None = None) -> int:
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", type=Path, help="your solution, a Python file")
+    parser.add_argument("file", type=Path, nargs="?", help="your solution, a Python file")
     parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
     parser.add_argument("--watch", action="store_true", help="grade FILE again each time it is saved, until Ctrl-C")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="instead of grading: your attempts in reports/, best and last score, checks still failing, "
+        "misreadings that recur",
+    )
     args = parser.parse_args(argv)
+    if args.progress:
+        return int(show_progress(root))
+    if args.file is None:
+        parser.error("FILE is required: the Python file with your solution")
     if (what := usage_problem(args.file)) is not None:  # a link or a FIFO gets a report refusing it
         print(f"check: {args.file}: {what}; expected a Python file with your solution", file=sys.stderr)
         return int(ExitCode.USAGE)

@@ -11,10 +11,11 @@ from typing import Protocol
 from rich.console import Console
 from rich.table import Table
 
+from grader.course.catalog import catalog_errors, problem_specs
 from grader.course.coverage import reference_coverage
 from grader.judge.diagnosis import Misconception
 from grader.model.problem import Problem
-from grader.model.spec import CONSTRUCTED_KINDS
+from grader.model.spec import CONSTRUCTED_KINDS, SpecError
 from grader.model.verdicts import Verdict
 from grader.outputs.report import Report
 
@@ -176,10 +177,25 @@ def coverage_findings(problem: Problem) -> list[Finding]:
     return [Finding("reference", f"reached by no case of any grading seed: {measured.describe()}")]
 
 
+def catalog_findings(problem: Problem) -> list[Finding]:
+    """The problem's `[catalog]` table is checked when its spec loads; with the other problems', ids and titles
+    must be unique and every `builds_on` name a problem, without a circle."""
+    try:
+        specs = problem_specs(problem.root / "problems")
+    except SpecError as exc:  # another problem's spec: the catalog cannot be checked without it
+        return [Finding("catalog", str(exc))]
+    return [Finding("catalog", error) for error in catalog_errors(specs)]
+
+
 def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
     console = Console(width=140)
     grade = _remembered(grade_many)
-    findings = coverage_findings(problem) + reference_findings(problem, grade) + wrong_findings(problem, grade)
+    findings = (
+        catalog_findings(problem)
+        + coverage_findings(problem)
+        + reference_findings(problem, grade)
+        + wrong_findings(problem, grade)
+    )
     rows = declared_scores(problem, grade)
     console.print(declared_table(problem, rows))
     off = declared_findings(rows)

@@ -180,11 +180,45 @@ class PlotSpec(Strict):
         return self
 
 
+Difficulty = Literal["introductory", "intermediate", "advanced"]
+DIFFICULTIES: tuple[Difficulty, ...] = get_args(Difficulty)  # easiest first: the catalog's order breaks ties by it
+
+
+class Paper(Strict):
+    """A paper the exercise implements or contrasts, as a learner would look it up."""
+
+    title: str = Field(min_length=1)
+    authors: str = Field(min_length=1)  # as the paper lists them, or the first author and "et al."
+    year: int = Field(ge=1950, le=2100)
+    equations: str = ""  # the sections and equations the exercise exercises; empty for a paper only contrasted
+    url: str = ""
+
+
+class Catalog(Strict):
+    """What the catalog lists of a problem: its papers, topics, difficulty, prerequisites and expected time."""
+
+    summary: str = Field(min_length=1, max_length=300)  # one sentence: what the learner implements
+    papers: list[Paper] = Field(min_length=1)
+    tags: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9 -]*$")]] = Field(min_length=1)
+    difficulty: Difficulty
+    builds_on: list[str] = []  # ids of exercises whose ideas this one assumes; checked against the catalog
+    minutes: int = Field(gt=0, le=600)  # the time a learner who knows PyTorch should plan for
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Catalog:
+        if len(set(self.tags)) != len(self.tags):
+            raise ValueError("tags must be distinct")
+        if len(set(self.builds_on)) != len(self.builds_on):
+            raise ValueError("builds_on must name each exercise once")
+        return self
+
+
 class ProblemSpec(Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    title: str
+    title: str = Field(min_length=1)
     source: str
     public_seed: int
+    catalog: Catalog
     limits: Limits = Limits()
     tolerances: dict[Literal["float16", "bfloat16", "float32", "float64"], Tolerance]
     functions: list[FunctionSpec]
@@ -208,6 +242,8 @@ class ProblemSpec(Strict):
             total = sum(c.points for c in self.checks if c.tier == tier.id)
             if abs(total - tier.points) > 1e-9:
                 raise ValueError(f"tier {tier.id} is worth {tier.points} but its checks sum to {total}")
+        if self.id in self.catalog.builds_on:
+            raise ValueError(f"catalog.builds_on names the problem itself, {self.id}")
         declared = {t.id for t in self.tiers}
         for check in self.checks:
             if check.tier not in declared:
