@@ -158,7 +158,7 @@ def array_run(cluster: Cluster, course: Course, tmp_path_factory: pytest.TempPat
         assert submitted.returncode == 0, submitted.stderr
         merge = re.fullmatch(r"Submitted batch job (\d+)\s*", submitted.stdout)
         assert merge is not None, submitted.stdout
-        grade = cluster.job(merge.group(1))["Dependency"].split(":")[1].split("(")[0]
+        grade = re.split(r"[_(]", cluster.job(merge.group(1))["Dependency"].split(":")[1])[0]  # afterok:7_*(...)
         killed = f"{grade}_{KILLED_TASK}"
         stems = [f.stem for f in Shard(KILLED_TASK, TASKS).select(course.files)]
         cluster.wait(lambda: _reports(course.out, stems) >= 1, f"task {killed}'s first report", CLASS_TIMEOUT_S)
@@ -173,7 +173,7 @@ def array_run(cluster: Cluster, course: Course, tmp_path_factory: pytest.TempPat
     finally:
         if unsharded.poll() is None:
             unsharded.kill()
-            unsharded.wait()
+        unsharded.communicate()
     assert _state(cluster, merge.group(1)) == "COMPLETED", cluster.log("slurmctld.out")[-3000:]
     return ArrayRun(grade, merge.group(1), full, killed_after, seconds)
 
