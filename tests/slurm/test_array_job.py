@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import shutil
@@ -181,11 +182,21 @@ def array_run(cluster: Cluster, course: Course, tmp_path_factory: pytest.TempPat
 def test_the_documented_array_merges_to_the_unsharded_result(course: Course, array_run: ArrayRun) -> None:
     assert _rows(course.out / "summary.csv") == _rows(array_run.full / "summary.csv")
     assert len(_rows(course.out / "summary.csv")) == len(course.files)
+    for path in sorted(array_run.full.glob("*/report.json")):
+        ours, theirs = (
+            json.loads((out / path.parent.name / "report.json").read_text()) for out in (course.out, array_run.full)
+        )
+        verdicts = [
+            [(c["id"], c["verdict"]) for t in report["tiers"] for c in t["checks"]] for report in (ours, theirs)
+        ]
+        assert verdicts[0] == verdicts[1], path.parent.name
     assert _dashboard(course.out / "index.html") == _dashboard(array_run.full / "index.html")
     print(f"\n{len(course.files)} submissions, {TASKS} tasks and the merge: {array_run.seconds:.0f} s")
 
 
-def test_every_task_succeeded_and_wrote_its_shard_summary(cluster: Cluster, course: Course, array_run: ArrayRun) -> None:
+def test_every_task_succeeded_and_wrote_its_shard_summary(
+    cluster: Cluster, course: Course, array_run: ArrayRun
+) -> None:
     for k in range(TASKS):
         assert _state(cluster, f"{array_run.grade}_{k}") == "COMPLETED"
         assert (course.out / "shards" / f"shard-{k}-of-{TASKS}.csv").is_file()
