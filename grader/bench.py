@@ -1,8 +1,9 @@
 """`make bench`: grading cost as a ratio to one `python -c "import torch"`, measured side by side in one run.
 
 Measurements against the same floor: a cold `grade` of one file, `grade-all` of a class (per file) of copies of
-one correct file and of a mixed class as it really comes (mostly wrong files, each one unique), a cold grade of a file holding a declared misreading with follow-through credit and without, and the `watch` loop's
-re-grade after a save (from the save to the new report.json on disk, the debounce included).
+one correct file and of a mixed class as it really comes (mostly wrong files, each one unique), a cold grade of a
+file holding a declared misreading with follow-through credit and without, and the `watch` loop's re-grade after
+a save (from the save to the new report.json on disk, the debounce included).
 Floor runs are interleaved with the others, so that load from elsewhere on the machine hits both alike; the
 ratios are the result, the seconds only say how loaded the machine was. Beside each wall-time ratio, the ratio
 of CPU time (every process of the measurement, against the floor's), which load from elsewhere barely moves.
@@ -292,8 +293,8 @@ def measure(args: argparse.Namespace, work: Path) -> Samples:
     batch_wall = timed(grade_all(python, args.problem, batch_dir, work / "batch_out"))
     samples.batch_per_file = Run(batch_wall.wall / args.batch, batch_wall.cpu / args.batch)
     samples.floor.append(floor_run(python))
-    measure_mixed(python, args, work, samples)
     measure_follow_through(python, args, work, samples)
+    measure_mixed(python, args, work, samples)  # after a misreading's grade has cached what the class shares
     measure_watch(python, args.problem, edit_pairs(args), args.saves, work, samples)
     return samples
 

@@ -34,14 +34,13 @@ from typing import IO, Any
 import torch
 
 from grader.model.spec import CheckSpec, PlotSpec, Tolerance
+from grader.outputs.drawing import LIMITS, PACKAGE_PARENT, drawing_environment, start_drawing
 from grader.outputs.figures import STATUS
 from grader.text import clean_line
 
 MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
 MAX_MARKS = 512  # marked points per figure
 PLOT_TIMEOUT_S = 20.0  # wall time for all of one job's figures, from the moment its series arrive
-LIMITS = {"address_space_bytes": 1 << 30, "cpu_s": 30, "file_bytes": 32 << 20}
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 REFERENCE_LABEL = "reference, public seed (faint)"
 PLOTTABLE_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -299,10 +298,6 @@ def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel 
         return None
 
 
-def _environment() -> dict[str, str]:
-    return {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
 def _picture_key(spec: dict[str, Any]) -> str:
     """What a figure's pixels depend on: everything in its spec but where it is written."""
     drawn = {key: value for key, value in spec.items() if key not in ("file", "path")}
@@ -376,7 +371,7 @@ class PlotServer:
                 cwd=PACKAGE_PARENT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env=_environment(),
+                env=drawing_environment(),
             )
         finally:
             theirs.close()
@@ -459,9 +454,9 @@ class PlotJob:
     """Draw one submission's plots in a child process while the checks go on.
 
     The child starts at once, so its matplotlib import overlaps the worker's start (a `server` forks it with
-    matplotlib imported already); `submit` hands it the series (the first call counts; later ones are ignored),
-    `result` waits at most PLOT_TIMEOUT_S from then and returns the files drawn; `failures` says why any plot
-    is missing. Neither ever raises.
+    matplotlib imported already; a `process` from `start_drawing` was started earlier still); `submit` hands it
+    the series (the first call counts; later ones are ignored), `result` waits at most PLOT_TIMEOUT_S from then
+    and returns the files drawn; `failures` says why any plot is missing. Neither ever raises.
     """
 
     def __init__(
@@ -474,6 +469,7 @@ class PlotJob:
         as_reference: bool = False,
         timeout_s: float = PLOT_TIMEOUT_S,
         server: PlotServer | None = None,
+        process: subprocess.Popen[str] | None = None,
     ) -> None:
         self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
         self._preview, self._tolerances = preview, tolerances
@@ -483,24 +479,15 @@ class PlotJob:
         self._payload: Path | None = None
         self._deadline: float | None = None
         self._written: list[str] | None = None
-        self._process: subprocess.Popen[str] | ForkedDrawing | None = None
+        self._process: subprocess.Popen[str] | ForkedDrawing | None = process
         self._server, self._copied, self._drawing = server, list[str](), list[dict[str, Any]]()
         self._start_error = ""
-        if server is not None:
+        if server is not None and self._process is None:
             with contextlib.suppress(OSError):
                 self._process = server.spawn()
         if self._process is None:
             try:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)],
-                    cwd=PACKAGE_PARENT,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    start_new_session=True,
-                    env=_environment(),
-                )
+                self._process = start_drawing()
             except OSError as exc:
                 self._start_error = f"the plotting process could not start: {exc}"
 
