@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -36,6 +37,7 @@ import torch
 from grader.model.spec import CheckSpec, PlotSpec, Tolerance
 from grader.outputs.drawing import LIMITS, PACKAGE_PARENT, drawing_environment, start_drawing
 from grader.outputs.figures import STATUS
+from grader.paths import cache_dir
 from grader.text import clean_line
 
 MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
@@ -304,6 +306,41 @@ def _picture_key(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()
 
 
+def stored_preview(spec: dict[str, Any]) -> Path | None:
+    """Where the picture of a preview drawn beside a learner's plot is kept between runs, or None for a figure of
+    the learner's. A preview shows the reference's curves at the public seed, so most grades ask for the same
+    pictures again: those are copied, not drawn. Its spec, and the drawing library's version, name it."""
+    if not spec["file"].startswith(preview_file("")):
+        return None
+    key = _picture_key({**spec, "matplotlib": _matplotlib_version()})
+    return cache_dir() / "previews" / f"{key}.png"
+
+
+def _matplotlib_version() -> str:
+    try:
+        return importlib.metadata.version("matplotlib")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _copy_atomic(source: Path, target: Path) -> bool:
+    """`target` holds `source`'s bytes, whole or not at all; False when that could not be done."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _copy_stored(spec: dict[str, Any]) -> bool:
+    stored = stored_preview(spec)
+    return stored is not None and stored.is_file() and _copy_atomic(stored, Path(spec["path"]))
+
+
 class ForkedDrawing:
     """The judge's view of a drawing process forked by a PlotServer, shaped like the `subprocess.Popen` it stands
     in for: stdin, `poll`, `communicate`, and a pid that leads its own process group. Its pipes are file objects,
@@ -513,7 +550,9 @@ class PlotJob:
         for folder in {Path(spec["path"]).parent for spec in specs}:
             folder.mkdir(parents=True, exist_ok=True)
         server = self._server
-        self._copied = [spec["file"] for spec in specs if server is not None and server.copy_drawn(spec)]
+        self._copied = [
+            spec["file"] for spec in specs if (server is not None and server.copy_drawn(spec)) or _copy_stored(spec)
+        ]
         self._drawing = [spec for spec in specs if spec["file"] not in self._copied]
         if server is not None:
             for spec in self._drawing:
@@ -548,10 +587,12 @@ class PlotJob:
         asked = [file for file in self._asked if file in {plot.file for plot in self._plots}]
         drawn = outcome.get("written", [])
         written = [*drawn, *self._copied]
-        if self._server is not None:
-            for spec in self._drawing:
-                if spec["file"] in drawn:
+        for spec in self._drawing:
+            if spec["file"] in drawn:
+                if self._server is not None:
                     self._server.remember(spec)
+                if (stored := stored_preview(spec)) is not None:
+                    _copy_atomic(Path(spec["path"]), stored)
         failed = outcome.get("failed", {})
         for file in asked:
             if file not in written:
