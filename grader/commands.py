@@ -567,7 +567,12 @@ def dispatch(
     """Run the command `args` name; `launched` and `drawing` are `grade`'s early worker and drawing process, if
     they were started."""
     if args.command == "grade":
-        return cmd_grade(args, launched, drawing)
+        try:
+            return cmd_grade(args, launched, drawing)
+        finally:
+            if drawing is not None and drawing.poll() is None:  # a usage error came before any plot was asked
+                drawing.kill()
+                drawing.communicate()
     handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["known-wrong"] = cmd_known_wrong
