@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -273,24 +274,33 @@ def _watch_command(commands: argparse._SubParsersAction[Parser]) -> None:
     _limit_options(watch)
 
 
-def early_launch(args: argparse.Namespace) -> Launched | None:
-    """Start the worker for `grade` now, so its `import torch` runs while the judge does its own."""
+Early = tuple["Launched | None", "subprocess.Popen[str] | None"]
+
+
+def early_launch(args: argparse.Namespace) -> Early:
+    """Start the worker for `grade` now, so its `import torch` runs while the judge does its own, and then the
+    process that draws its plots, so its `import matplotlib` runs then too."""
     from grader.confine.intake import read_submission
     from grader.confine.launch import launch, limits_from
     from grader.model.spec import SpecError, load_spec
+    from grader.outputs.drawing import start_drawing
     from grader.paths import PROJECT_ROOT
 
     problem_dir = PROJECT_ROOT / "problems" / str(args.problem)
     if not (problem_dir / "problem.toml").is_file():
-        return None  # the command proper reports the usage error
+        return None, None  # the command proper reports the usage error
     submission = read_submission(args.file)  # the one read: the worker imports these bytes, the report hashes them
     if submission.refusal:
-        return None  # the command proper writes the refused report (or the usage error)
+        return None, None  # the command proper writes the refused report (or the usage error)
     try:
         spec = load_spec(problem_dir / "problem.toml")
-        return launch(spec, None, submission, limits_from(args, spec.limits))
+        launched = launch(spec, None, submission, limits_from(args, spec.limits))
     except (SpecError, OSError, ValueError):
-        return None
+        return None, None
+    try:
+        return launched, start_drawing() if spec.plots else None
+    except OSError:
+        return launched, None  # the plots' own start says why, later
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,12 +319,12 @@ def _run(args: argparse.Namespace) -> int:
     if hasattr(args, "call_timeout") and (problem := limit_error(args)) is not None:
         print(f"paperleet: {problem}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    launched = early_launch(args) if args.command == "grade" else None
+    launched, drawing = early_launch(args) if args.command == "grade" else (None, None)
     from grader import commands  # here, not at the top: keeps `--help` free of torch's import time
     from grader.model.spec import SpecError
 
     try:
-        return int(commands.dispatch(args, launched))
+        return int(commands.dispatch(args, launched, drawing))
     except SpecError as exc:
         print(f"paperleet: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)

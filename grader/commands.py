@@ -9,6 +9,7 @@ import importlib.metadata
 import io
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -69,9 +70,14 @@ def plot_inputs(problem: Problem) -> PlotInputs:
 
 
 def start_plots(
-    problem: Problem, out_dir: Path, inputs: PlotInputs | None = None, server: PlotServer | None = None
+    problem: Problem,
+    out_dir: Path,
+    inputs: PlotInputs | None = None,
+    server: PlotServer | None = None,
+    drawing: subprocess.Popen[str] | None = None,
 ) -> PlotJob:
-    """Clear the previous run's plots and start drawing this run's as soon as its series arrive."""
+    """Clear the previous run's plots and start drawing this run's (in `drawing`, if started already) as soon as
+    its series arrive."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for plot in problem.spec.plots:
         (out_dir / plot.file).unlink(missing_ok=True)
@@ -84,6 +90,7 @@ def start_plots(
         preview=inputs.preview,
         tolerances=series_tolerances(problem.spec.checks),
         server=server,
+        process=drawing,
     )
 
 
@@ -142,9 +149,11 @@ def grade_into(
     launched: Launched | None = None,
     follow_through: bool | None = None,
     plot_server: PlotServer | None = None,
+    drawing: subprocess.Popen[str] | None = None,
 ) -> Report:
     """Grade one file (its outputs into `out`, if given), whatever happens: a failure of the judge on this file
-    becomes its `judge_error` report, written like any other, and never reaches another file."""
+    becomes its `judge_error` report, written like any other, and never reaches another file. `drawing` is a
+    drawing process started early (see `cli.early_launch`): its plots are drawn there, and it ends here."""
     command = _command(problem, file, seed)
     plots = None
     try:
@@ -152,7 +161,8 @@ def grade_into(
             expectations = Expectations(problem, seed, say=say_stage)
             expectations.warm()
         if out is not None:
-            plots = start_plots(problem, out, inputs or plot_inputs(problem), plot_server)
+            plots = start_plots(problem, out, inputs or plot_inputs(problem), plot_server, drawing)
+            drawing = None  # the plots' job ends it
         graded = grade(
             problem,
             file,
@@ -174,6 +184,10 @@ def grade_into(
         if out is not None:
             _write_contained(problem, report, out)
         return report
+    finally:
+        if drawing is not None:
+            drawing.kill()
+            drawing.communicate()
 
 
 def _write_contained(problem: Problem, report: Report, out: Path) -> None:
@@ -201,8 +215,11 @@ def single_out(problem: Problem, file: Path) -> Path:
     return artifacts_dir() / "single" / problem.id / folder
 
 
-def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> ExitCode:
-    """`grade`; `launched` is the file's worker, started before this module's imports (see `cli.early_launch`)."""
+def cmd_grade(
+    args: argparse.Namespace, launched: Launched | None = None, drawing: subprocess.Popen[str] | None = None
+) -> ExitCode:
+    """`grade`; `launched` is the file's worker and `drawing` the process that draws its plots, both started before
+    this module's imports (see `cli.early_launch`)."""
     started = getattr(args, "started", time.monotonic())
     problem = Problem(args.problem)
     wrong = usage_problem(args.file)  # a link, dangling or not, or a FIFO is graded: its report refuses it
@@ -227,6 +244,7 @@ def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> Exi
         out,
         launched=launched,
         follow_through=getattr(args, "follow_through", None),
+        drawing=drawing,
     )
     write_exports(report, gradescope=args.gradescope, junit=args.junit, execution_s=time.monotonic() - started)
     print_report(report, out / "report.json")
@@ -596,10 +614,18 @@ def cmd_watch(args: argparse.Namespace) -> ExitCode:
     return watch(args)
 
 
-def dispatch(args: argparse.Namespace, launched: Launched | None = None) -> ExitCode:
-    """Run the command `args` name; `launched` is `grade`'s early worker, if one was started."""
+def dispatch(
+    args: argparse.Namespace, launched: Launched | None = None, drawing: subprocess.Popen[str] | None = None
+) -> ExitCode:
+    """Run the command `args` name; `launched` and `drawing` are `grade`'s early worker and drawing process, if
+    they were started."""
     if args.command == "grade":
-        return cmd_grade(args, launched)
+        try:
+            return cmd_grade(args, launched, drawing)
+        finally:
+            if drawing is not None and drawing.poll() is None:  # a usage error came before any plot was asked
+                drawing.kill()
+                drawing.communicate()
     handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["known-wrong"] = cmd_known_wrong
