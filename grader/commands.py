@@ -32,7 +32,7 @@ from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, write_exports
 from grader.outputs.pages import write_dashboard, write_report_page
-from grader.outputs.plots import PlotJob, PlotServer, draw, preview_file, series_tolerances
+from grader.outputs.plots import PlotJob, PlotServer, draw, preview_file, series_tolerances, toy_failures
 from grader.outputs.report import Report, reproduce_command, round_score, write_atomic, write_report
 from grader.outputs.terminal import grading_progress, print_class_table, print_report
 from grader.paths import PROJECT_ROOT
@@ -126,15 +126,6 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
 def say_stage(text: str) -> None:
     """One line on stderr for a stage of a first run (a cache computed), so a long first run is not silent."""
     print(clean_line(text, 200), file=sys.stderr, flush=True)
-
-
-def toy_failures(failures: dict[str, str]) -> str:
-    """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
-    series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
-    if not failures:
-        return ""
-    parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
-    return f"No plot of the toy's {parts}: your functions stopped it (the T3 checks say how)."
 
 
 def grade_into(

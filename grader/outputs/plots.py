@@ -650,3 +650,12 @@ def draw(
     job = PlotJob(plots, out_dir, note, as_reference=reference)
     job.submit(series)
     return job.result()
+
+
+def toy_failures(failures: dict[str, str]) -> str:
+    """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
+    series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
+    if not failures:
+        return ""
+    parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
+    return f"No plot of the toy's {parts}: your functions stopped it (the T3 checks say how)."
