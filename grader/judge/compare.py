@@ -648,13 +648,14 @@ def _bytes(value: torch.Tensor) -> bytes:
 
 
 def constant_answers(mine: Sequence[tuple[object, ...]], theirs: Sequence[tuple[object, ...]]) -> bool:
-    """Whether answers `mine` stay the same where the expected answers `theirs` (of the same calls) change: one
-    key among the learner's, once the empty results (alike with anything constant) are set aside, and more than one
+    """Whether answers `mine` stay the same where the expected answers `theirs` (of the same calls) change: once
+    the empty answers (alike with anything constant) are set aside, one key among the learner's and more than one
     among the expected."""
-    if len(set(theirs)) < 2:
-        return False
-    filled = {key for key in mine if any(item != ("constant", None) for item in key)}
-    return len(filled) <= 1
+    return len(_filled(theirs)) >= 2 and len(_filled(mine)) <= 1
+
+
+def _filled(keys: Sequence[tuple[object, ...]]) -> set[tuple[object, ...]]:
+    return {key for key in keys if any(item != ("constant", None) for item in key)}
 
 
 NO_RESPONSE = Mismatch.of(
