@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.judge.cases import PARTNER_ASPECTS, Call
-from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, check_differential
+from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, check_differential, check_experiment
 from grader.judge.compare import (
     NO_RESPONSE,
     Mismatch,
@@ -23,9 +23,12 @@ from grader.judge.compare import (
     judge_case,
 )
 from grader.judge.diagnosis import Credit, Misconception
-from grader.judge.expectations import in_float32
+from grader.judge.expectations import Expectations, in_float32
+from grader.judge.experiment import PartResult
+from grader.model.problem import Problem, list_problems
 from grader.model.spec import Aspect, DifferentialCheck, ExperimentCheck, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict
+from grader.outputs.plots import outside_tolerance, series_tolerances
 
 F32_TOL = Tolerance(rtol=1e-5, atol=1e-7)
 TOLERANCES = {"float32": F32_TOL, "float64": Tolerance(rtol=1e-9, atol=1e-12)}
@@ -200,3 +203,51 @@ def test_follow_through_never_credits_a_series_outside_tolerance(kind: str) -> N
         assert result.verdict == Verdict.FAIL and result.score == 2 and not result.cases_followed_through
     else:
         assert result.verdict == Verdict.PASS and result.score == 4 and result.cases_followed_through == 1
+
+
+class _Toy:
+    """The part of a check's context an experiment check reads: one known-wrong solution's series."""
+
+    def __init__(self, mine: dict[str, torch.Tensor], want: dict[str, torch.Tensor], wrong: dict[str, Any]) -> None:
+        self.mine, self.want, self.wrong = mine, want, wrong
+
+    def experiment(self) -> list[PartResult]:
+        return [PartResult("toy", self.mine)]
+
+    def reference_series(self) -> dict[str, torch.Tensor]:
+        return self.want
+
+    def series_hidden(self) -> bool:
+        return True
+
+    def series_part(self, series: str) -> str:
+        return "toy"
+
+    def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
+        return self.wrong
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("problem_id", list_problems())
+def test_no_series_marked_outside_tolerance_belongs_to_a_passed_check(problem_id: str) -> None:
+    """Over every known misreading's toy at the first grading seed, with every misreading charged (the most credit
+    follow-through could give): a check whose series a plot marks outside tolerance is never reported passed."""
+    problem = Problem(problem_id)
+    expectations = Expectations(problem, problem.grading_seeds[0])
+    want, wrong = expectations.series(), expectations.misconception_series()
+    credit = Credit({m.id: m for m in problem.misconceptions}, faithful=frozenset(m.id for m in problem.misconceptions))
+    tolerances = series_tolerances(problem.spec.checks)
+    toys = [c for c in problem.spec.checks if isinstance(c, ExperimentCheck)]
+    marked_somewhere = False
+    for mid, mine in wrong.items():
+        for check in toys:
+            marked = any(
+                name in mine
+                and mine[name].shape == want[name].shape
+                and bool(outside_tolerance(mine[name].double(), want[name].double(), tolerances[name]).any())
+                for name in check.series
+            )
+            marked_somewhere |= marked
+            result = check_experiment(_Toy(mine, want, wrong), check).result(check, 0.0, credit)  # type: ignore[arg-type]
+            assert not (marked and result.verdict == Verdict.PASS), f"{mid}: {check.id} passed with marked points"
+    assert marked_somewhere, "some misreading changes some toy"
