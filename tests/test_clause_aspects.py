@@ -35,9 +35,7 @@ TOLERANCES = {"float32": F32_TOL, "float64": Tolerance(rtol=1e-9, atol=1e-12)}
 
 
 def _tensor(value: torch.Tensor) -> dict[str, Any]:
-    return {
-        "output": {"kind": "tensor", "value": value, "requires_grad": False, "has_grad_fn": False, "device": "cpu"}
-    }
+    return {"output": {"kind": "tensor", "value": value, "requires_grad": False, "has_grad_fn": False, "device": "cpu"}}
 
 
 # ---------------------------------------------------------------- precision and conditioning
@@ -196,7 +194,9 @@ def test_follow_through_never_credits_a_series_outside_tolerance(kind: str) -> N
     check = (
         ExperimentCheck(id="toy", tier="T3", kind="experiment", title="toy", points=4, series=["series", "other"])
         if kind == "experiment"
-        else DifferentialCheck(id="toy", tier="T1", kind="differential", title="t", points=4, cases="c", compare=["values"])
+        else DifferentialCheck(
+            id="toy", tier="T1", kind="differential", title="t", points=4, cases="c", compare=["values"]
+        )
     )
     result = tally.result(check, 0.0, _charged(check.id))
     if kind == "experiment":

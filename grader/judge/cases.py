@@ -77,7 +77,16 @@ class Call:
 
 
 # What a partner call is judged on: it answers as the statement's function does, whatever its values.
-PARTNER_ASPECTS: tuple[Aspect, ...] = ("type", "shape", "dtype", "device", "requires_grad", "backward", "connected", "responds")
+PARTNER_ASPECTS: tuple[Aspect, ...] = (
+    "type",
+    "shape",
+    "dtype",
+    "device",
+    "requires_grad",
+    "backward",
+    "connected",
+    "responds",
+)
 
 
 def _aspects(data: Any) -> tuple[Aspect, ...] | None:

@@ -316,12 +316,12 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
             theirs = ctx.misconception_observations(check, index)
             tolerances = ctx.tolerances()
             explained = tuple(
-                mid
-                for mid, obs in theirs.items()
-                if same_as(call.function, call.kwargs, got, obs, aspects, tolerances)
+                mid for mid, obs in theirs.items() if same_as(call.function, call.kwargs, got, obs, aspects, tolerances)
             )
             failed_alike = tuple(
-                mid for mid, obs in theirs.items() if fails_alike(call.function, call.kwargs, got, obs, aspects, tolerances)
+                mid
+                for mid, obs in theirs.items()
+                if fails_alike(call.function, call.kwargs, got, obs, aspects, tolerances)
             )
             form_only = bool(explained) and differs_only_in_form(
                 call.kwargs, got, ctx.expected(check, index, call), aspects, tolerances
