@@ -35,7 +35,7 @@ from grader.course.learner_pack import (
     start_plots,
 )
 from grader.judge.cases import generator_for
-from grader.judge.expectations import Expectations
+from grader.judge.expectations import LOWER, Expectations
 from grader.model.problem import Problem, list_problems
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.plots import preview_file
@@ -161,7 +161,10 @@ def test_public_cases_are_plain_data_of_the_public_checks_only(packs: dict[str, 
     data = torch.load(io.BytesIO(dict(packs[problem_id].members)[f"{problem_id}/{DATA_FILE}"]), weights_only=True)
     public = [c for c in problem.spec.checks if c.public]
     assert set(data["cases"]) == {c.cases for c in public if c.cases}
-    assert set(data["observations"]) == {f"{c.expected}/{c.cases}" for c in public if c.cases}
+    # the reference's observation of each case, and of the same case computed in float32 (its tolerance's width)
+    assert set(data["observations"]) == {
+        f"{lower}{c.expected}/{c.cases}" for c in public if c.cases for lower in ("", LOWER)
+    }
     compared = {name for c in public for name in c.series}
     drawn = {name for plot in problem.spec.plots for name in (plot.x, *(line.y for line in plot.lines))}
     assert compared <= set(data["series"]) <= compared | drawn  # the plots' axes too, at the public seed only
@@ -533,6 +536,8 @@ def _seeded_tensors(problem: Problem, seed: int, public_only: bool) -> list[torc
             for source in {check.expected, "reference"}:
                 observation = expect.observation(source, check.cases, index)
                 found += _tensors({k: observation[k] for k in ("output", "grads") if k in observation})
+            lower = expect.lower_observation(check.expected, check.cases, index) or {}  # the same call in float32
+            found += _tensors({k: lower[k] for k in ("output", "grads") if k in lower})
     if not public_only:
         found += _tensors(expect.series())
     return found

@@ -34,7 +34,7 @@ from rich.table import Table
 
 from grader.confine.intake import usage_problem
 from grader.judge.cases import Call
-from grader.judge.expectations import Expectations
+from grader.judge.expectations import LOWER, Expectations
 from grader.judge.grading import grade
 from grader.model.problem import Problem, load_module
 from grader.model.spec import CheckSpec, ProblemSpec, load_spec
@@ -181,6 +181,9 @@ def public_cases(problem: Problem) -> dict[str, Any]:
         cases[check.cases] = [call.to_data() for _, call in shown]
         observations[f"{check.expected}/{check.cases}"] = [
             _expected_only(expect.observation(check.expected, check.cases, i)) for i, _ in shown
+        ]
+        observations[f"{LOWER}{check.expected}/{check.cases}"] = [
+            _expected_only(expect.lower_observation(check.expected, check.cases, i) or {}) for i, _ in shown
         ]
     compared = [name for c in spec.checks if c.public and c.kind == "experiment" for name in c.series]
     # and what the plots draw besides (their x axes): the public seed's series, which the previews publish anyway
@@ -350,6 +353,9 @@ class PackedCases:
 
     def observation(self, source: str, name: str, index: int) -> dict[str, Any]:
         return self._observations[f"{source}/{name}"][index]
+
+    def lower_observation(self, source: str, name: str, index: int) -> dict[str, Any] | None:
+        return self._observations.get(f"{LOWER}{source}/{name}", [{}] * (index + 1))[index] or None
 
     def series(self) -> dict[str, torch.Tensor]:
         return self._series

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, cast, get_args
 
 import torch
 
+from grader.model.spec import Aspect
 from grader.worker.messages import CallRequest, read_call
 
 
@@ -22,6 +23,10 @@ class Call:
     passes. A call whose right answer is the same whatever its inputs (it must raise, its loss is zero, its
     inputs stay unchanged) is grouped with a call whose answer depends on them, so a constant answer earns
     nothing. Calls without a group count alone.
+    `compare`, when set, narrows the aspects its check judges on this call to those it names: a partner call,
+    there only so that a constant answer cannot pass its group, is judged on answering as the statement's
+    function does (it returns, in the right type and shape, and responds to its inputs), never on values, so a
+    group loses its points only for the partner's failure on the check's own clause.
     """
 
     function: str
@@ -31,6 +36,7 @@ class Call:
     backward: bool = False
     hidden: bool = field(default=False, compare=False)
     group: str | None = field(default=None, compare=False)
+    compare: tuple[Aspect, ...] | None = field(default=None, compare=False)
 
     def request(self) -> CallRequest:
         """What the worker needs to make the call: never the label, the group or whether it is hidden."""
@@ -44,7 +50,8 @@ class Call:
     def to_data(self) -> dict[str, Any]:
         """Plain data for the expectations cache and the learner pack (read back with `weights_only=True`): the
         request and what only the judge knows of the case."""
-        return {**self.request(), "label": self.label, "hidden": self.hidden, "group": self.group}
+        narrowed = None if self.compare is None else list(self.compare)
+        return {**self.request(), "label": self.label, "hidden": self.hidden, "group": self.group, "compare": narrowed}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Call:
@@ -57,7 +64,39 @@ class Call:
             request["backward"],
             bool(data.get("hidden", False)),
             data.get("group"),
+            _aspects(data.get("compare")),
         )
+
+    def aspects(self, check: Sequence[Aspect]) -> list[Aspect]:
+        """The aspects a check comparing `check` judges on this call: all of them, or those `compare` keeps."""
+        return list(check) if self.compare is None else [a for a in check if a in self.compare]
+
+    def as_partner(self) -> Call:
+        """This call judged as a partner: on `PARTNER_ASPECTS` only."""
+        return replace(self, compare=PARTNER_ASPECTS)
+
+
+# What a partner call is judged on: it answers as the statement's function does, whatever its values.
+PARTNER_ASPECTS: tuple[Aspect, ...] = (
+    "type",
+    "shape",
+    "dtype",
+    "device",
+    "requires_grad",
+    "backward",
+    "connected",
+    "responds",
+)
+
+
+def _aspects(data: Any) -> tuple[Aspect, ...] | None:
+    """A call's narrowed aspects read back from plain data: a list of aspect names, or None."""
+    if data is None:
+        return None
+    known = get_args(Aspect)
+    if not isinstance(data, (list, tuple)) or not all(isinstance(a, str) and a in known for a in data):
+        raise ValueError("a call's compare must be a list of aspect names")
+    return tuple(cast(Aspect, a) for a in data)
 
 
 CaseGenerator = Callable[[torch.Generator], list[Call]]

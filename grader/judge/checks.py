@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
 
 from grader.judge.cases import Call
 from grader.judge.compare import (
+    NO_RESPONSE,
     Mismatch,
     Outcome,
+    answer_key,
     compare_series,
     compare_tensors,
+    constant_answers,
     differs_only_in_form,
     fails_alike,
     input_context,
@@ -57,6 +60,7 @@ class Context(Protocol):
 
     def cases(self, check: CheckSpec) -> list[Call]: ...
     def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]: ...
+    def expected_float32(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any] | None: ...
     def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any] | LearnerFailure]: ...
     def signatures(self) -> dict[str, Any]: ...
     def answered(self) -> set[str]: ...
@@ -127,10 +131,13 @@ class Tally:
     def result(self, check: CheckSpec, duration_s: float, credit: Credit = NO_CREDIT) -> CheckResult:
         """The check's verdict and score; a failing case that follow-through carries (see `diagnosis`) counts as
         passed and is named in the message."""
+        # a toy's series outside its tolerance shows another phenomenon than the reference's, whatever misreading
+        # made it: the toy owns it, and follow-through never carries it (the plots mark those very points)
         carried = {
             id(c): mid
             for c in self.outcomes
             if not c.passed
+            and check.kind != "experiment"
             and (mid := follow_through(check.id, check.tier, c.explained_by, c.fails_like, c.form_only, credit))
             is not None
         }
@@ -278,8 +285,10 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
     order = sorted(range(len(calls)), key=lambda i: calls[i].hidden)
     specs = {f.name: f for f in ctx.functions()}
     outcomes: dict[int, CaseOutcome] = {}
+    answers: dict[int, dict[str, Any]] = {}
     for index, got in zip(order, ctx.observe_all([calls[i] for i in order]), strict=False):
         call = calls[index]
+        aspects = call.aspects(check.compare)
         if isinstance(got, LearnerFailure):
             outcome = Outcome(got.verdict, failure_evidence(got))
             tainted = got.tainted
@@ -293,11 +302,13 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
                 call.kwargs,
                 got,
                 ctx.expected(check, index, call),
-                check.compare,
+                aspects,
                 ctx.tolerances(),
                 context,
+                lower=ctx.expected_float32(check, index, call),
             )
             tainted = bool(got.get("tainted"))
+            answers[index] = got
         explained: tuple[str, ...] = ()
         failed_alike: tuple[str, ...] = ()
         form_only = False
@@ -305,17 +316,15 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
             theirs = ctx.misconception_observations(check, index)
             tolerances = ctx.tolerances()
             explained = tuple(
-                mid
-                for mid, obs in theirs.items()
-                if same_as(call.function, call.kwargs, got, obs, check.compare, tolerances)
+                mid for mid, obs in theirs.items() if same_as(call.function, call.kwargs, got, obs, aspects, tolerances)
             )
             failed_alike = tuple(
                 mid
                 for mid, obs in theirs.items()
-                if fails_alike(call.function, call.kwargs, got, obs, check.compare, tolerances)
+                if fails_alike(call.function, call.kwargs, got, obs, aspects, tolerances)
             )
             form_only = bool(explained) and differs_only_in_form(
-                call.kwargs, got, ctx.expected(check, index, call), check.compare, tolerances
+                call.kwargs, got, ctx.expected(check, index, call), aspects, tolerances
             )
         # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
         outcomes[index] = CaseOutcome(
@@ -327,7 +336,37 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
         rest = Outcome(last, Mismatch.of(f"not run after an earlier case ({last})"))
         for index in order[len(outcomes) :]:
             outcomes[index] = CaseOutcome(calls[index].label, calls[index].hidden, rest, calls[index].group)
+    if "responds" in check.compare:
+        _judge_responses(ctx, check, calls, answers, outcomes)
     return Tally([outcomes[i] for i in range(len(calls))])
+
+
+def _judge_responses(
+    ctx: Context,
+    check: CheckSpec,
+    calls: list[Call],
+    answers: dict[int, dict[str, Any]],
+    outcomes: dict[int, CaseOutcome],
+) -> None:
+    """The `responds` aspect: where a function's answers over the check's calls stay one answer while the
+    expected ones change, every passing call of that function that returned fails. Nothing of the expected values
+    is compared, only whether answers change: a property check keeps its defence against a constant answer
+    without charging a value that another check owns."""
+    for function in {call.function for call in calls}:
+        keyed = [
+            (index, mine, theirs)
+            for index, got in answers.items()
+            if calls[index].function == function
+            and "responds" in calls[index].aspects(check.compare)
+            and (mine := answer_key(got)) is not None
+            and (theirs := answer_key(ctx.expected(check, index, calls[index]))) is not None
+        ]
+        if len(keyed) < 2 or not constant_answers([k[1] for k in keyed], [k[2] for k in keyed]):
+            continue
+        for index, _, _ in keyed:
+            case = outcomes[index]
+            if case.passed:
+                outcomes[index] = replace(case, outcome=Outcome(Verdict.FAIL, NO_RESPONSE))
 
 
 @register("experiment")

@@ -4,6 +4,7 @@ that says why not (one case is judged here from start to end: `judge_case`, or `
 from __future__ import annotations
 
 import builtins
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +55,21 @@ def _fmt(x: float) -> str:
 DIFFERS = Mismatch.of("values differ")
 
 
+# How far beyond the reference's own float32 error an answer may stray, as a multiple of that error: float32
+# arithmetic in another order of operations rounds differently from the reference's float32 run, by an amount of
+# the same order (each ordering's error is a sum of the same rounding steps, differently signed); four times it
+# leaves room for that, while a misreading moves a result by far more than its rounding does.
+CONDITIONING = 4.0
+
+
 def _agreement(
-    got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None
+    got: torch.Tensor, want: torch.Tensor, tol: Tolerance | None, lower: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Both sides in a common dtype and where they agree, elementwise; the shapes are equal."""
+    """Both sides in a common dtype and where they agree, elementwise; the shapes are equal.
+
+    `lower` is the expected value computed in float32 from the same inputs rounded to float32 (see
+    `Expectations.lower_observation`): an answer agrees within `tol` of either, or within `CONDITIONING` times
+    their distance from the expected value, which is large exactly where the case is ill-conditioned."""
     g = got.detach().to(torch.float64) if got.is_floating_point() or want.is_floating_point() else got.detach()
     w = want.detach().to(g.dtype)
     both_nan = torch.isnan(g) & torch.isnan(w) if g.is_floating_point() else torch.zeros_like(g, dtype=torch.bool)
@@ -68,6 +80,11 @@ def _agreement(
     else:
         finite_close = torch.isclose(g, w, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
         same = finite_close | both_nan
+        if lower is not None and lower.shape == w.shape and g.is_floating_point():
+            low = lower.detach().to(g.dtype)
+            same |= torch.isclose(g, low, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+            spread = torch.nan_to_num((low - w).abs(), nan=0.0, posinf=0.0)
+            same |= (g - w).abs() <= CONDITIONING * spread
     return g, w, same
 
 
@@ -78,8 +95,10 @@ def compare_tensors(
     tol: Tolerance | None,
     context: InputContext | None = None,
     evidence: bool = True,
+    lower: torch.Tensor | None = None,
 ) -> Mismatch | None:
-    """Elementwise comparison, NaN matching NaN and inf matching inf of the same sign; tol None means bitwise.
+    """Elementwise comparison, NaN matching NaN and inf matching inf of the same sign; tol None means bitwise;
+    `lower`, the expected value computed in float32, widens the tolerance as `_agreement` says.
 
     Without `evidence`, a mismatch is DIFFERS: the diagnosis compares each failing case with every misreading's
     result and needs only the answer, which costs a fraction of finding and describing the first difference."""
@@ -89,7 +108,7 @@ def compare_tensors(
     if got.numel() > MAX_ELEMENTS:
         text = f"{name}: {got.numel()} elements is too large to compare"
         return Mismatch(text, f"{name}: too many elements to compare")
-    g, w, same = _agreement(got, want, tol)
+    g, w, same = _agreement(got, want, tol, lower)
     if bool(same.all()):
         return None
     if not evidence:
@@ -103,6 +122,8 @@ def compare_tensors(
     if err == err and err != float("inf"):
         detail += f" (abs err {err:.3g}{f', rel err {err / abs(expected):.3g}' if expected else ''})"
     bound = "bitwise" if tol is None else f"rtol {tol.rtol:g}, atol {tol.atol:g}"
+    if lower is not None and tol is not None:
+        bound += f", or {CONDITIONING:g} times the expected value's own float32 error"
     around = context(_coords(bad, got.shape), tuple(got.shape)) if context is not None else ""
     text = f"{where}: {detail}; {count} of {got.numel()} elements differ ({bound}){around}"
     # element counts would reveal a hidden case's shape and the tolerance its dtype: the hidden-safe sentence
@@ -219,8 +240,18 @@ def _kind_word(obs: dict[str, Any]) -> str:
     )
 
 
-def tolerance_for(dtype: torch.dtype, tolerances: Mapping[str, Tolerance]) -> Tolerance:
-    name = str(dtype).removeprefix("torch.")
+def _lower_value(want: torch.Tensor, lower: dict[str, Any] | None) -> torch.Tensor | None:
+    """The float32-computed counterpart of a float64 expected tensor, when there is one of the same shape."""
+    if lower is None or want.dtype != torch.float64 or lower.get("kind") != "tensor":
+        return None
+    value = lower.get("value")
+    return value if isinstance(value, torch.Tensor) and value.shape == want.shape else None
+
+
+def tolerance_for(dtype: torch.dtype, tolerances: Mapping[str, Tolerance], lowered: bool = False) -> Tolerance:
+    """The tolerance of a result of `dtype`; a `lowered` float64 result (compared beside its float32-computed
+    counterpart) takes float32's."""
+    name = "float32" if lowered and dtype == torch.float64 else str(dtype).removeprefix("torch.")
     return tolerances.get(name) or tolerances.get("float64") or Tolerance(rtol=0.0, atol=0.0)
 
 
@@ -248,7 +279,10 @@ def compare_output(
     tolerances: Mapping[str, Tolerance],
     context: InputContext | None = None,
     evidence: bool = True,
+    lower: dict[str, Any] | None = None,
 ) -> Mismatch | None:
+    """One result against the expected one; `lower` is the expected result computed in float32, which sets a
+    float64 result's tolerance to float32's (see `_agreement`)."""
     if want["kind"] != "tensor":
         if got.get("kind") != want["kind"] or got.get("value") != want.get("value"):
             return Mismatch.of(
@@ -289,13 +323,14 @@ def compare_output(
             safe = f"the {aspect} differs from the expected {aspect}" if aspect in SHOWS_INPUTS else text
             return Mismatch.of(f"{name}: {text}", f"{name}: {safe}")
     if "values" in aspects or "values_exact" in aspects:
-        tol = None if "values_exact" in aspects else tolerance_for(w.dtype, tolerances)
+        low = _lower_value(w, lower)
+        tol = None if "values_exact" in aspects else tolerance_for(w.dtype, tolerances, low is not None)
         if g.shape != w.shape:
             return Mismatch.of(
                 f"{name}: expected shape {tuple(w.shape)}, got {tuple(g.shape)}",
                 f"{name}: the shape differs from the expected shape",
             )
-        return compare_tensors(name, g, w, tol, context, evidence)
+        return compare_tensors(name, g, w, tol, context, evidence, low if tol is not None else None)
     return None
 
 
@@ -305,7 +340,9 @@ def compare_grads(
     aspects: Sequence[Aspect],
     tolerances: Mapping[str, Tolerance],
     evidence: bool = True,
+    lower: dict[str, Any] | None = None,
 ) -> Mismatch | None:
+    """The gradients against the expected ones; `lower` as in `compare_output`."""
     if "backward_error" in want:
         raise AssertionError(f"the expected side failed backward: {want['backward_error']}")
     if "backward_error" in got:
@@ -317,6 +354,10 @@ def compare_grads(
         g = got.get("grads", {}).get(name)
         if "connected" in aspects and w is not None and g is None:
             return Mismatch.of(f"{name} received no gradient (grad is None): the loss is not connected to {name}")
+        if "grad_flow" in aspects:
+            mismatch = _grad_flow(name, g, w)
+            if mismatch:
+                return mismatch
         if "grads" not in aspects:
             continue
         if w is None and g is None:
@@ -325,12 +366,30 @@ def compare_grads(
         actual = g if g is not None else torch.zeros_like(reference)
         if w is None and bool((actual != 0).any()):
             return Mismatch.of(f"{name} received a gradient, but it must receive none (stop-gradient)")
-        mismatch = compare_tensors(
-            f"d loss / d {name}", actual, reference, tolerance_for(reference.dtype, tolerances), evidence=evidence
-        )
+        low = _lower_value(reference, _lower_grad(lower, name))
+        tol = tolerance_for(reference.dtype, tolerances, low is not None)
+        mismatch = compare_tensors(f"d loss / d {name}", actual, reference, tol, evidence=evidence, lower=low)
         if mismatch:
             return mismatch
     return None
+
+
+def _grad_flow(name: str, got: torch.Tensor | None, want: torch.Tensor | None) -> Mismatch | None:
+    """Which inputs a gradient reaches, whatever its values: an input the expected side gives none (or only
+    zeros) must receive none, and one it gives a nonzero gradient must receive one."""
+    stopped = want is None or not bool((want != 0).any())
+    reached = got is not None and bool((got != 0).any())
+    if stopped and reached:
+        return Mismatch.of(f"{name} received a gradient, but it must receive none (stop-gradient)")
+    if not stopped and got is None:
+        return Mismatch.of(f"{name} received no gradient (grad is None): the loss is not connected to {name}")
+    return None
+
+
+def _lower_grad(lower: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The float32-computed gradient of input `name` as a tensor description, when there is one."""
+    grad = (lower or {}).get("grads", {}).get(name)
+    return {"kind": "tensor", "value": grad} if isinstance(grad, torch.Tensor) else None
 
 
 def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | None:
@@ -363,9 +422,14 @@ def judge_case(
     tolerances: Mapping[str, Tolerance],
     context: InputContext | None = None,
     evidence: bool = True,
+    lower: dict[str, Any] | None = None,
 ) -> Outcome:
     """Compare one learner observation with the expected one on the aspects a check names (without `evidence`, a
-    failing value comparison says only that the values differ: see `compare_tensors`)."""
+    failing value comparison says only that the values differ: see `compare_tensors`). `lower` is the expected
+    side computed in float32 on the same inputs rounded to float32, for a check that compares float64 results at
+    float32's precision; None compares them at float64's."""
+    if lower is not None and ("raised" in lower or "backward_error" in lower):
+        lower = None  # float32 cannot even compute this case: its float64 tolerance stands
     if "raised" in want:
         if "raises" not in aspects:
             raise AssertionError(f"expected side raised {exception_text(want['raised'])} on a case that must not raise")
@@ -396,11 +460,11 @@ def judge_case(
             ),
         )
     if OUTPUT_ASPECTS & set(aspects):
-        mismatch = _compare_outputs(function, got, want, aspects, tolerances, context, evidence)
+        mismatch = _compare_outputs(function, got, want, aspects, tolerances, context, evidence, lower)
         if mismatch:
             return Outcome(Verdict.FAIL, mismatch)
-    if {"backward", "connected", "grads"} & set(aspects):
-        mismatch = compare_grads(got, want, aspects, tolerances, evidence)
+    if {"backward", "connected", "grads", "grad_flow"} & set(aspects):
+        mismatch = compare_grads(got, want, aspects, tolerances, evidence, lower)
         if mismatch:
             return Outcome(Verdict.FAIL, mismatch)
     if "inputs_unchanged" in aspects:
@@ -422,9 +486,14 @@ def _compare_outputs(
     tolerances: Mapping[str, Tolerance],
     context: InputContext | None,
     evidence: bool = True,
+    lower: dict[str, Any] | None = None,
 ) -> Mismatch | None:
-    for (name, g), (_, w) in zip(_flatten(got["output"], function), _flatten(want["output"], function), strict=False):
-        mismatch = compare_output(name, g, w, aspects, tolerances, context, evidence)
+    lowers = _flatten(lower["output"], function) if lower is not None and "output" in lower else []
+    for index, ((name, g), (_, w)) in enumerate(
+        zip(_flatten(got["output"], function), _flatten(want["output"], function), strict=False)
+    ):
+        low = lowers[index][1] if index < len(lowers) else None
+        mismatch = compare_output(name, g, w, aspects, tolerances, context, evidence, low)
         if mismatch:
             return mismatch
     if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):
@@ -489,7 +558,7 @@ def _failure(obs: dict[str, Any], aspects: Sequence[Aspect]) -> tuple[str, str] 
     """How an observation failed, if it did: ("raised", type) or ("backward_error", type)."""
     if "raised" in obs:
         return "raised", str(obs["raised"]["type"])
-    if "backward_error" in obs and {"backward", "grads", "connected"} & set(aspects):
+    if "backward_error" in obs and {"backward", "grads", "grad_flow", "connected"} & set(aspects):
         return "backward_error", str(obs["backward_error"]["type"])
     return None
 
@@ -547,3 +616,49 @@ def _as_tensor(desc: dict[str, Any]) -> torch.Tensor | None:
     if desc.get("kind") == "python" and isinstance(value, (bool, int, float)):
         return torch.tensor(float(value), dtype=torch.float64)
     return None
+
+
+def answer_key(obs: dict[str, Any]) -> tuple[object, ...] | None:
+    """What an answer says, for telling whether answers change with the inputs: each result's Python value, or a
+    tensor's shape and bytes; a tensor holding one value throughout (zeros, ones, NaN everywhere) keys by that value
+    alone, whatever its shape, and an empty one by nothing, so a constant answer keys alike at every size. None when
+    the call raised: it answered nothing."""
+    if "raised" in obs or "output" not in obs:
+        return None
+    return tuple(_item_key(item) for _, item in _flatten(obs["output"], ""))
+
+
+def _item_key(item: dict[str, Any]) -> object:
+    value = item.get("value")
+    if item.get("kind") != "tensor" or not isinstance(value, torch.Tensor):
+        return ("python", repr(value))
+    flat = value.detach().reshape(-1)
+    if flat.numel() == 0:
+        return ("constant", None)
+    first = flat[:1].to(torch.float64) if flat.is_floating_point() or flat.dtype == torch.bool else flat[:1]
+    both = flat.to(first.dtype)
+    if bool(((both == first) | (torch.isnan(both) & torch.isnan(first))).all()):
+        return ("constant", repr(float(first)))
+    return ("tensor", tuple(value.shape), str(value.dtype), hashlib.sha256(_bytes(value)).hexdigest())
+
+
+def _bytes(value: torch.Tensor) -> bytes:
+    flat = value.detach().contiguous().reshape(-1)
+    return (flat.to(torch.float64) if flat.dtype in (torch.bfloat16, torch.float16) else flat).numpy().tobytes()
+
+
+def constant_answers(mine: Sequence[tuple[object, ...]], theirs: Sequence[tuple[object, ...]]) -> bool:
+    """Whether answers `mine` stay the same where the expected answers `theirs` (of the same calls) change: once
+    the empty answers (alike with anything constant) are set aside, one key among the learner's and more than one
+    among the expected."""
+    return len(_filled(theirs)) >= 2 and len(_filled(mine)) <= 1
+
+
+def _filled(keys: Sequence[tuple[object, ...]]) -> set[tuple[object, ...]]:
+    return {key for key in keys if any(item != ("constant", None) for item in key)}
+
+
+NO_RESPONSE = Mismatch.of(
+    "the answers do not change with the inputs: every call of this check that returned gave one answer, where the "
+    "expected answers differ from call to call"
+)

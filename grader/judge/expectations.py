@@ -17,7 +17,7 @@ import platform
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,7 @@ class Expectations:
         with self._lock:
             toy = any(c.kind == "experiment" for c in self.problem.spec.checks)
             keys = [f"{c.expected}/{c.cases}" for c in self.problem.spec.checks if c.cases]
+            keys += [f"{LOWER}{c.expected}/{c.cases}" for c in self.problem.spec.checks if c.cases]
             missing = (toy and self._series is None) or any(key not in self._observations for key in keys)
             started = time.monotonic()
             if missing:
@@ -149,6 +150,7 @@ class Expectations:
                 for check in self.problem.spec.checks:
                     if check.cases:
                         self._all_observations(check.expected, check.cases)
+                        self._lower_observations(check.expected, check.cases)
                 if toy:
                     self.series()
             finally:
@@ -220,6 +222,26 @@ class Expectations:
                 ]
         return self._observations[key]
 
+    def _lower_observations(self, source: str, name: str) -> list[dict[str, Any]]:
+        """`source` on each case whose inputs hold a float64 tensor, with those inputs rounded to float32 and
+        computed in float32; {} for the other cases."""
+        key = f"{LOWER}{source}/{name}"
+        if key not in self._observations:
+            functions = self._functions(source)
+            with trusted_run():
+                self._observations[key] = [
+                    protocol.observe_call(functions[c.function], lowered, list(c.requires_grad), c.backward)
+                    if (lowered := in_float32(c.kwargs)) is not None
+                    else {}
+                    for c in self.cases(name)
+                ]
+        return self._observations[key]
+
+    def lower_observation(self, source: str, name: str, index: int) -> dict[str, Any] | None:
+        """What `source` gives on case `index` computed in float32 (see `_lower_observations`), or None."""
+        with self._lock:
+            return self._lower_observations(source, name)[index] or None
+
     def _functions(self, source: str) -> dict[str, Any]:
         """ "reference", "oracle", or "misconception:<id>" (the known-wrong solution that embodies it)."""
         if source.startswith("misconception:"):
@@ -288,6 +310,21 @@ class Expectations:
         """Which part of the toy makes each series."""
         self.series()
         return self._series_parts
+
+
+# the key prefix of the expected side computed in float32
+LOWER = "float32:"
+
+
+def in_float32(kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The inputs with every float64 tensor rounded to float32, or None when there is none: the case a solution
+    that computes in float32 (`.float()` on its inputs) actually computes."""
+    if not any(type(v) is torch.Tensor and v.dtype == torch.float64 for v in kwargs.values()):
+        return None
+    return {
+        name: value.to(torch.float32) if type(value) is torch.Tensor and value.dtype == torch.float64 else value
+        for name, value in kwargs.items()
+    }
 
 
 def load_cache_file(path: Path) -> Any:

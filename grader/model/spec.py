@@ -29,9 +29,14 @@ Aspect = Literal[
     "backward",
     "connected",
     "grads",
+    "grad_flow",
     "inputs_unchanged",
     "raises",
+    "responds",
 ]
+# How a check compares float64 results: "strict" at the float64 tolerance (it owns the statement's precision
+# clause), "float32" widened to what the same arithmetic in float32 would give (every other check).
+Precision = Literal["strict", "float32"]
 
 
 class Strict(BaseModel):
@@ -102,6 +107,7 @@ class _DrawsNoCases:
     cases: ClassVar[str | None] = None
     expected: ClassVar[Expected] = "reference"
     compare: ClassVar[tuple[Aspect, ...]] = ()
+    precision: ClassVar[Precision] = "strict"
 
 
 class _ComparesNoSeries:
@@ -124,6 +130,7 @@ class DifferentialCheck(CheckBase, _ComparesNoSeries):
     cases: str
     expected: Expected = "reference"
     compare: list[Aspect] = Field(min_length=1)
+    precision: Precision = "float32"
 
     @model_validator(mode="before")
     @classmethod

@@ -151,7 +151,7 @@ def _points(x: torch.Tensor, y: torch.Tensor, where: torch.Tensor) -> dict[str, 
     return {"x": x[index].tolist(), "y": y[index].tolist()}
 
 
-def _outside(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+def outside_tolerance(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> torch.Tensor:
     """Where `got` leaves `want` by more than the tolerance; NaN matches NaN and inf matches inf of its sign."""
     close = (got - want).abs() <= tol.atol + tol.rtol * want.abs()
     return ~(close | (got == want) | (got.isnan() & want.isnan()))
@@ -205,7 +205,7 @@ def _learner_spec(
         if tol is None or want is None or want.shape != y.shape:
             continue
         # a miss beyond a zoomed x axis is not drawn: its curve is not drawn there either
-        bad = _outside(y, want, tol) & (mine.x >= xlo) & (mine.x <= xhi)
+        bad = outside_tolerance(y, want, tol) & (mine.x >= xlo) & (mine.x <= xhi)
         if bad.any():  # each curve's own misses, on that curve: two curves missing at one x are both marked
             at = y.nan_to_num(nan=lo).clamp(lo, hi)  # NaN: marked on the lower edge, never on the reference
             label = f"{_label(line.label or line.y, False)}: outside tolerance"

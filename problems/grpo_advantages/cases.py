@@ -159,7 +159,7 @@ def contract(g: torch.Generator) -> list[Call]:
     rewards = random_rewards(g, 4, _randint(g, 1, 3), F64)
     calls.append(advantages_call(torch.zeros(0, dtype=F64), 4, note="empty rewards give an empty result",
                                  group="empty rewards"))
-    calls.append(advantages_call(rewards, 4, note="the partner of the empty case", group="empty rewards"))
+    calls.append(advantages_call(rewards, 4, note="the partner of the empty case", group="empty rewards").as_partner())
     return calls
 
 
@@ -184,7 +184,8 @@ def single_sample_groups(g: torch.Generator) -> list[Call]:
             rewards = random_rewards(g, 2, _randint(g, 2, 4), dtype)
             group = f"{_name(dtype)} {index}"
             calls.append(advantages_call(rewards, 1, std_normalize, eps, unbiased, group=group))
-            calls.append(advantages_call(rewards, 2, False, note="the partner of a group_size=1 case", group=group))
+            calls.append(advantages_call(rewards, 2, False, note="the partner of a group_size=1 case",
+                                         group=group).as_partner())
     return _shuffled(calls, g)
 
 
@@ -395,5 +396,15 @@ def value_errors(g: torch.Generator) -> list[Call]:
         calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label} (N={len(rewards)}): must raise", group=group))
         eps = (0.0, 1e-6, 1e-3)[_randint(g, 0, 2)]
         calls.append(advantages_call(rewards, group_size, bool(_randint(g, 0, 1)), eps, bool(_randint(g, 0, 1)),
-                                     note="valid: must not raise", group=group))
+                                     note="valid: must not raise", group=group).as_partner())
     return _shuffled(calls, g)
+
+
+def float64_precision(g: torch.Generator) -> list[Call]:
+    """Float64 rewards spread well apart within each group: advantages computed in float64 agree with the
+    reference to 1e-9, advantages computed in float32 and cast back do not."""
+    calls = []
+    for std_normalize, unbiased in ((True, False), (True, True), (False, False)):
+        rewards = torch.randn(12, generator=g, dtype=F64)  # [N]: no group near constant
+        calls.append(advantages_call(rewards, 4, std_normalize, 1e-6, unbiased, note="float64 arithmetic"))
+    return calls

@@ -243,7 +243,8 @@ def empty_mask(g: torch.Generator) -> list[Call]:
             calls.append(loss_call(empty, "every token masked, padding NaN", dual_clip=dual_clip, reduction=reduction,
                                    group=group))
             batch = _small(g, dtype, dual_clip=dual_clip, shape=(rows, 5))
-            calls.append(loss_call(batch, "an ordinary batch", dual_clip=dual_clip, reduction=reduction, group=group))
+            calls.append(loss_call(batch, "an ordinary batch", dual_clip=dual_clip, reduction=reduction,
+                                   group=group).as_partner())
     return calls
 
 
@@ -620,6 +621,17 @@ def value_errors(g: torch.Generator) -> list[Call]:
         bad = Call(FUNCTION, {**base, **change}, f"{FUNCTION}: {label} must raise ValueError", group=group)
         ok_label, ok_change = valid[index % len(valid)]
         fresh = _small(g, F32, dual_clip=3.0, shape=(3, 5))
-        good = Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid", group=group)
+        good = Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid",
+                    group=group).as_partner()
         calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]
+    return calls
+
+
+def float64_precision(g: torch.Generator) -> list[Call]:
+    """Ordinary float64 batches under both reductions: a loss computed in float64 agrees with the reference to
+    1e-9, one computed in float32 and cast back does not."""
+    calls = []
+    for reduction, dual_clip in (("token_mean", None), ("seq_mean", 3.0)):
+        calls.append(loss_call(_small(g, F64, dual_clip=dual_clip, shape=(4, 8)), "float64 arithmetic",
+                               dual_clip=dual_clip, reduction=reduction))
     return calls

@@ -242,7 +242,7 @@ def empty_tokens(g: torch.Generator) -> list[Call]:
                                 note="no token", group=group))
         logits = draw_logits(g, _randint(g, 2, 5), experts, top_k, dtype, score, bias)
         calls.append(gates_call(logits, top_k, None, score, bias, note="the partner of a call with no token",
-                                group=group))
+                                group=group).as_partner())
     return calls
 
 
@@ -609,5 +609,17 @@ def value_errors(g: torch.Generator) -> list[Call]:
         kwargs = {name: value for name, value in kwargs.items() if value is not None}
         calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label}: must raise", group=group))
         valid_replay = replay if index % 2 else None
-        calls.append(gates_call(logits, top_k, valid_replay, note="valid: must not raise", group=group))
+        calls.append(gates_call(logits, top_k, valid_replay, note="valid: must not raise", group=group).as_partner())
     return _shuffled(calls, g)
+
+
+def float64_precision(g: torch.Generator) -> list[Call]:
+    """Float64 logits far from any tie, under both rules, with and without replay: gates computed in float64
+    agree with the reference to 1e-9, gates computed in float32 and cast back do not."""
+    calls = []
+    for score in ("softmax", "sigmoid"):
+        for replayed in (False, True):
+            logits, top_k, bias = _small(g, F64, score, with_bias=score == "sigmoid", tokens=6, experts=8)
+            replay = draw_replay(g, logits.shape[0], logits.shape[1], top_k) if replayed else None
+            calls.append(gates_call(logits, top_k, replay, score, bias, note="float64 arithmetic"))
+    return calls

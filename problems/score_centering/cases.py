@@ -437,14 +437,14 @@ def empty_mask(g: torch.Generator) -> list[Call]:
             empty = _nan_padding(replace(ordinary, mask=torch.zeros_like(ordinary.mask)), list(range(n)))
             group = f"empty {_name(dtype)} {kind}"
             calls.append(loss_call(empty, "every row masked, all values NaN", options, group=group))
-            calls.append(loss_call(ordinary, "the same batch unmasked", options, group=group))
+            calls.append(loss_call(ordinary, "the same batch unmasked", options, group=group).as_partner())
         vocab, k = _randint(g, 4, 40), _randint(g, 1, 3)
         none_rows = Batch(torch.randn(0, vocab, generator=g, dtype=F64).to(dtype), torch.zeros(0, dtype=torch.int64),
                           torch.zeros(0, dtype=dtype), torch.zeros(0, k, dtype=torch.int64),
                           torch.zeros(0, k, dtype=dtype), torch.zeros(0, dtype=dtype), torch.zeros(0, dtype=torch.bool))
         group = f"no rows {_name(dtype)}"
         calls.append(loss_call(none_rows, "no rows at all (N = 0)", group=group))
-        calls.append(loss_call(_small(g, dtype, shape=(3, vocab, k)), "an ordinary batch", group=group))
+        calls.append(loss_call(_small(g, dtype, shape=(3, vocab, k)), "an ordinary batch", group=group).as_partner())
     return calls
 
 
@@ -973,6 +973,7 @@ def value_errors(g: torch.Generator) -> list[Call]:
         else:
             kwargs = fresh.kwargs()
         good = Call(FUNCTION, {**kwargs, **options.kwargs()}, f"{FUNCTION}: {ok_label} is valid", group=group)
+        good = good.as_partner()
         groups.append([bad, good] if bool(torch.rand(1, generator=g) < 0.5) else [good, bad])
     # which positions must raise is drawn from the seed too
     return [call for i in torch.randperm(len(groups), generator=g).tolist() for call in groups[i]]
@@ -1027,3 +1028,10 @@ def toy_gradients(g: torch.Generator) -> list[Call]:
         call = _toy_call(bandit_logits, bandit_q, head, rewards, NONE, f"the bandit, head {head}")
         calls.append(replace(call, group="bandit"))
     return calls
+
+
+def float64_precision(g: torch.Generator) -> list[Call]:
+    """Ordinary float64 batches in each mode: a loss computed in float64 agrees with the reference to 1e-9, one
+    computed in float32 and cast back does not."""
+    return [loss_call(_small(g, F64, options, shape=(4, 12, 3)), "float64 arithmetic", options)
+            for options in (NONE, Options("tis", 0.2, 1.5), Options("mis", 0.5, 2.0))]
