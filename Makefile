@@ -32,7 +32,7 @@ ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup torch grade test test-fast previews validate bench lint format typecheck clean
+.PHONY: setup torch grade test test-fast test-slurm previews validate bench lint format typecheck clean
 
 setup: $(STAMP)
 
@@ -80,6 +80,11 @@ test: setup lint typecheck
 # every test that runs in process: no sandboxed worker, no CLI subprocess, no browser (the `e2e` marker, conftest.py)
 test-fast: setup
 	$(PY) -m pytest -q -m "not e2e"
+
+# docs/batch.md's Slurm job array, run as printed on a single-node Slurm it starts and stops itself (root only; where
+# it cannot run it says so in one line and exits 77); `make test` leaves it out
+test-slurm: setup
+	tests/slurm/run
 
 # the harness's own code and tests; the course content (references, oracles, toys, statements) keeps its own layout
 CODE = grader tests conftest.py reference/*/tests

@@ -1,8 +1,9 @@
-"""Command line: grade, grade-all, previews and validate. Heavy imports wait until a command needs them."""
+"""Command line: each subcommand and its options. Heavy imports wait until a command needs them."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _grading_commands(commands)
     _course_commands(commands)
+    _catalog_commands(commands)
     _watch_command(commands)
     return parser
 
@@ -185,6 +187,12 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=count, default=0)
 
+    clauses = commands.add_parser(
+        "clauses", help="print each problem's clauses, their kinds, owner checks and weights", epilog=EPILOG
+    )
+    clauses.add_argument("--problem", help="only this problem (default: all)")
+    clauses.add_argument("--markdown", action="store_true", help="as docs/clauses.md holds it")
+
     known_wrong = commands.add_parser(
         "known-wrong",
         help="write the known-wrong solutions declared in reference/ID/wrong/ and print their paths",
@@ -212,6 +220,44 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     pack.add_argument("--out", type=Path, help="default artifacts/learner/ID.zip")
 
 
+def _catalog_commands(commands: argparse._SubParsersAction[Parser]) -> None:
+    """What exists, what a learner has done, and a set of problems for a course."""
+    from grader.model.spec import DIFFICULTIES  # pydantic only: `--help` stays free of torch
+
+    problems = commands.add_parser(
+        "problems", help="list the exercises: papers, tags, difficulty, order", epilog=EPILOG
+    )
+    problems.add_argument("--tag", action="append", default=[], help="only exercises with this tag (repeatable: all)")
+    problems.add_argument("--difficulty", choices=DIFFICULTIES)
+    problems.add_argument("--json", action="store_true", help="print JSON for tools instead of the table")
+
+    progress = commands.add_parser(
+        "progress",
+        help="your best and last score per problem, checks still failing, misreadings that recur",
+        epilog=EPILOG,
+    )
+    progress.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="a folder your grades were written to (grade or watch --out, a learner pack's reports/); "
+        "repeatable; default artifacts/single/, where grade and watch write without --out",
+    )
+    progress.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+    course = commands.add_parser(
+        "course-set",
+        help="build learner packs, Gradescope zips and a handout index for a set of problems",
+        epilog=EPILOG,
+    )
+    chosen = course.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--problems", nargs="+", metavar="ID", help="these problems")
+    chosen.add_argument("--tag", help="every problem with this tag")
+    course.add_argument("--out", type=Path, help="default artifacts/course/<name>/")
+    course.add_argument("--name", help="the set's name, in the handout's title and the default folder")
+
+
 def _watch_command(commands: argparse._SubParsersAction[Parser]) -> None:
     """The learner's loop: grade a file again on every save."""
     watch = commands.add_parser("watch", help="grade a file again each time it is saved, until Ctrl-C", epilog=EPILOG)
@@ -228,24 +274,33 @@ def _watch_command(commands: argparse._SubParsersAction[Parser]) -> None:
     _limit_options(watch)
 
 
-def early_launch(args: argparse.Namespace) -> Launched | None:
-    """Start the worker for `grade` now, so its `import torch` runs while the judge does its own."""
+Early = tuple["Launched | None", "subprocess.Popen[str] | None"]
+
+
+def early_launch(args: argparse.Namespace) -> Early:
+    """Start the worker for `grade` now, so its `import torch` runs while the judge does its own, and then the
+    process that draws its plots, so its `import matplotlib` runs then too."""
     from grader.confine.intake import read_submission
     from grader.confine.launch import launch, limits_from
     from grader.model.spec import SpecError, load_spec
+    from grader.outputs.drawing import start_drawing
     from grader.paths import PROJECT_ROOT
 
     problem_dir = PROJECT_ROOT / "problems" / str(args.problem)
     if not (problem_dir / "problem.toml").is_file():
-        return None  # the command proper reports the usage error
+        return None, None  # the command proper reports the usage error
     submission = read_submission(args.file)  # the one read: the worker imports these bytes, the report hashes them
     if submission.refusal:
-        return None  # the command proper writes the refused report (or the usage error)
+        return None, None  # the command proper writes the refused report (or the usage error)
     try:
         spec = load_spec(problem_dir / "problem.toml")
-        return launch(spec, None, submission, limits_from(args, spec.limits))
+        launched = launch(spec, None, submission, limits_from(args, spec.limits))
     except (SpecError, OSError, ValueError):
-        return None
+        return None, None
+    try:
+        return launched, start_drawing() if spec.plots else None
+    except OSError:
+        return launched, None  # the plots' own start says why, later
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,12 +319,12 @@ def _run(args: argparse.Namespace) -> int:
     if hasattr(args, "call_timeout") and (problem := limit_error(args)) is not None:
         print(f"paperleet: {problem}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    launched = early_launch(args) if args.command == "grade" else None
+    launched, drawing = early_launch(args) if args.command == "grade" else (None, None)
     from grader import commands  # here, not at the top: keeps `--help` free of torch's import time
     from grader.model.spec import SpecError
 
     try:
-        return int(commands.dispatch(args, launched))
+        return int(commands.dispatch(args, launched, drawing))
     except SpecError as exc:
         print(f"paperleet: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)

@@ -8,6 +8,8 @@ import hashlib
 import importlib.metadata
 import io
 import os
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -24,13 +26,13 @@ from grader.course.shards import Shard, ShardError, merge, parse_shard
 from grader.course.validate import run_validation
 from grader.judge.expectations import Expectations
 from grader.judge.grading import Graded, grade
-from grader.model.problem import Problem
+from grader.model.problem import Problem, list_problems
 from grader.model.spec import TIERS, Limits
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, write_exports
 from grader.outputs.pages import write_dashboard, write_report_page
-from grader.outputs.plots import PlotJob, PlotServer, draw, preview_file, series_tolerances
+from grader.outputs.plots import PlotJob, PlotServer, draw, preview_file, series_tolerances, toy_failures
 from grader.outputs.report import Report, reproduce_command, round_score, write_atomic, write_report
 from grader.outputs.terminal import grading_progress, print_class_table, print_report
 from grader.paths import PROJECT_ROOT
@@ -68,9 +70,14 @@ def plot_inputs(problem: Problem) -> PlotInputs:
 
 
 def start_plots(
-    problem: Problem, out_dir: Path, inputs: PlotInputs | None = None, server: PlotServer | None = None
+    problem: Problem,
+    out_dir: Path,
+    inputs: PlotInputs | None = None,
+    server: PlotServer | None = None,
+    drawing: subprocess.Popen[str] | None = None,
 ) -> PlotJob:
-    """Clear the previous run's plots and start drawing this run's as soon as its series arrive."""
+    """Clear the previous run's plots and start drawing this run's (in `drawing`, if started already) as soon as
+    its series arrive."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for plot in problem.spec.plots:
         (out_dir / plot.file).unlink(missing_ok=True)
@@ -83,6 +90,7 @@ def start_plots(
         preview=inputs.preview,
         tolerances=series_tolerances(problem.spec.checks),
         server=server,
+        process=drawing,
     )
 
 
@@ -120,15 +128,6 @@ def say_stage(text: str) -> None:
     print(clean_line(text, 200), file=sys.stderr, flush=True)
 
 
-def toy_failures(failures: dict[str, str]) -> str:
-    """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
-    series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
-    if not failures:
-        return ""
-    parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
-    return f"No plot of the toy's {parts}: your functions stopped it (the T3 checks say how)."
-
-
 def grade_into(
     problem: Problem,
     file: Path,
@@ -141,9 +140,11 @@ def grade_into(
     launched: Launched | None = None,
     follow_through: bool | None = None,
     plot_server: PlotServer | None = None,
+    drawing: subprocess.Popen[str] | None = None,
 ) -> Report:
     """Grade one file (its outputs into `out`, if given), whatever happens: a failure of the judge on this file
-    becomes its `judge_error` report, written like any other, and never reaches another file."""
+    becomes its `judge_error` report, written like any other, and never reaches another file. `drawing` is a
+    drawing process started early (see `cli.early_launch`): its plots are drawn there, and it ends here."""
     command = _command(problem, file, seed)
     plots = None
     try:
@@ -151,7 +152,8 @@ def grade_into(
             expectations = Expectations(problem, seed, say=say_stage)
             expectations.warm()
         if out is not None:
-            plots = start_plots(problem, out, inputs or plot_inputs(problem), plot_server)
+            plots = start_plots(problem, out, inputs or plot_inputs(problem), plot_server, drawing)
+            drawing = None  # the plots' job ends it
         graded = grade(
             problem,
             file,
@@ -173,6 +175,10 @@ def grade_into(
         if out is not None:
             _write_contained(problem, report, out)
         return report
+    finally:
+        if drawing is not None:
+            drawing.kill()
+            drawing.communicate()
 
 
 def _write_contained(problem: Problem, report: Report, out: Path) -> None:
@@ -200,8 +206,11 @@ def single_out(problem: Problem, file: Path) -> Path:
     return artifacts_dir() / "single" / problem.id / folder
 
 
-def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> ExitCode:
-    """`grade`; `launched` is the file's worker, started before this module's imports (see `cli.early_launch`)."""
+def cmd_grade(
+    args: argparse.Namespace, launched: Launched | None = None, drawing: subprocess.Popen[str] | None = None
+) -> ExitCode:
+    """`grade`; `launched` is the file's worker and `drawing` the process that draws its plots, both started before
+    this module's imports (see `cli.early_launch`)."""
     started = getattr(args, "started", time.monotonic())
     problem = Problem(args.problem)
     wrong = usage_problem(args.file)  # a link, dangling or not, or a FIFO is graded: its report refuses it
@@ -226,6 +235,7 @@ def cmd_grade(args: argparse.Namespace, launched: Launched | None = None) -> Exi
         out,
         launched=launched,
         follow_through=getattr(args, "follow_through", None),
+        drawing=drawing,
     )
     write_exports(report, gradescope=args.gradescope, junit=args.junit, execution_s=time.monotonic() - started)
     print_report(report, out / "report.json")
@@ -481,7 +491,11 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
 
 def cmd_validate(args: argparse.Namespace) -> ExitCode:
     problem = Problem(args.problem)
-    ok = run_validation(problem, lambda files, seed: grade_many(problem, files, seed, problem.spec.limits, args.jobs))
+
+    def grade(files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
+        return grade_many(problem, files, seed, problem.spec.limits, args.jobs, follow_through=follow_through)
+
+    ok = run_validation(problem, grade)
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
 
 
@@ -491,6 +505,15 @@ def cmd_known_wrong(args: argparse.Namespace) -> ExitCode:
     paths = [problem.known_wrong_file(name) for name in args.names] or [k.path for k in problem.known_wrong()]
     for path in paths:
         print(path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path)
+    return ExitCode.OK
+
+
+def cmd_clauses(args: argparse.Namespace) -> ExitCode:
+    from grader.course.clauses import clauses_markdown, clauses_text
+
+    ids = [args.problem] if args.problem else list_problems()
+    specs = [Problem(problem_id).spec for problem_id in ids]
+    sys.stdout.write(clauses_markdown(specs) if args.markdown else clauses_text(specs))
     return ExitCode.OK
 
 
@@ -537,20 +560,71 @@ def cmd_learner_pack(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_problems(args: argparse.Namespace) -> ExitCode:
+    from grader.course.catalog import load_catalog, print_catalog, select
+
+    print_catalog(select(load_catalog(), args.tag, args.difficulty), as_json=args.json)
+    return ExitCode.OK
+
+
+def cmd_progress(args: argparse.Namespace) -> ExitCode:
+    from grader.course.catalog import problem_specs
+    from grader.outputs.progress import print_progress, progress_of, read_attempt, report_files
+
+    folders = args.out or [artifacts_dir() / "single"]
+    missing = [str(folder) for folder in folders if not folder.is_dir()]
+    if missing:
+        raise UsageError(f"no such folder: {', '.join(missing)}; expected a folder your grades were written to")
+    attempts = [a for a in map(read_attempt, report_files(folders)) if a is not None]
+    titles = {spec.id: spec.title for spec in problem_specs()}
+    print_progress(progress_of(attempts), titles, as_json=args.json)
+    return ExitCode.OK
+
+
+def cmd_course_set(args: argparse.Namespace) -> ExitCode:
+    from grader.course.catalog import load_catalog
+    from grader.course.course_set import INDEX, CourseSetError, build_course_set, choose
+
+    try:
+        chosen = choose(load_catalog(), args.problems or (), args.tag)
+    except CourseSetError as exc:
+        raise UsageError(str(exc)) from None
+    name = args.name or (f"problems tagged {args.tag}" if args.tag else "Problem set")
+    folder = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "problem-set"
+    out = args.out or artifacts_dir() / "course" / folder
+    built = build_course_set(chosen, out, name)
+    for item in built:
+        print(f"{item.entry.id}: {item.pack.relative_to(out)}, {item.autograder.relative_to(out)}")
+    print(f"wrote {len(built)} learner packs, {len(built)} Gradescope zips and {out / INDEX}")
+    return ExitCode.OK
+
+
 def cmd_watch(args: argparse.Namespace) -> ExitCode:
     from grader.watch.warm import cmd_watch as watch
 
     return watch(args)
 
 
-def dispatch(args: argparse.Namespace, launched: Launched | None = None) -> ExitCode:
-    """Run the command `args` name; `launched` is `grade`'s early worker, if one was started."""
+def dispatch(
+    args: argparse.Namespace, launched: Launched | None = None, drawing: subprocess.Popen[str] | None = None
+) -> ExitCode:
+    """Run the command `args` name; `launched` and `drawing` are `grade`'s early worker and drawing process, if
+    they were started."""
     if args.command == "grade":
-        return cmd_grade(args, launched)
+        try:
+            return cmd_grade(args, launched, drawing)
+        finally:
+            if drawing is not None and drawing.poll() is None:  # a usage error came before any plot was asked
+                drawing.kill()
+                drawing.communicate()
     handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["known-wrong"] = cmd_known_wrong
+    handlers["clauses"] = cmd_clauses
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack
     handlers["watch"] = cmd_watch
+    handlers["problems"] = cmd_problems
+    handlers["progress"] = cmd_progress
+    handlers["course-set"] = cmd_course_set
     return handlers[args.command](args)

@@ -90,7 +90,7 @@ def test_a_misreading_is_of_form_when_every_owner_case_it_explains_differs_only_
 
 def _check(check_id: str) -> CheckSpec:
     return DifferentialCheck(
-        id=check_id, tier="T2", kind="differential", title="t", points=4, cases="c", compare=["values"]
+        id=check_id, tier="T2", kind="differential", title="t", points=4, clause="c", cases="c", compare=["values"]
     )
 
 
@@ -121,13 +121,19 @@ def test_a_group_passes_only_when_every_call_passes_or_is_carried() -> None:
 def test_declarations_are_checked(tmp_path: Path) -> None:
     (tmp_path / "wrong").mkdir()
     (tmp_path / "wrong" / "b.toml").write_text("")
-    good = '[[misconceptions]]\nid = "bessel"\nsolution = "b.py"\nowners = ["ddof"]\nexplanation = "Divide by G."\n'
+    good = '[[misconceptions]]\nid = "bessel"\nsolution = "b.py"\nexplanation = "Divide by G."\n'
     (tmp_path / "m.toml").write_text(good)
-    assert [m.id for m in load_misconceptions(tmp_path / "m.toml", ["ddof"], tmp_path / "wrong")] == ["bessel"]
-    for broken in (good.replace("ddof", "nope"), good.replace("b.py", "c.py"), good + "colour = 1\n", good + good):
+
+    def owners_of(path: Path) -> list[str]:
+        return ["ddof"] if path == tmp_path / "wrong" / "b.toml" else []
+
+    (loaded,) = load_misconceptions(tmp_path / "m.toml", owners_of, tmp_path / "wrong")
+    assert (loaded.id, loaded.owners) == ("bessel", ["ddof"])
+    # the owners are the clauses' checks, declared once: a list of them in the file is a second declaration
+    for broken in (good.replace("b.py", "c.py"), good + "colour = 1\n", good + good, good + 'owners = ["ddof"]\n'):
         (tmp_path / "m.toml").write_text(broken)
         with pytest.raises(SpecError):
-            load_misconceptions(tmp_path / "m.toml", ["ddof"], tmp_path / "wrong")
+            load_misconceptions(tmp_path / "m.toml", owners_of, tmp_path / "wrong")
 
 
 def test_visible_only_diagnosis_view(tmp_path: Path) -> None:

@@ -498,6 +498,7 @@ def _check(check_id: str = "probe") -> CheckSpec:
     return DifferentialCheck(
         id=check_id,
         tier="T1",
+        clause="c",
         kind="differential",
         title="probe",
         points=4,

@@ -30,7 +30,7 @@ from grader.judge.grading import Graded
 from grader.model.problem import Problem
 from grader.model.spec import Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
-from grader.outputs import pages, plots
+from grader.outputs import drawing, pages
 from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
 from grader.outputs.exports import gradescope_results, junit_xml
 from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
@@ -681,7 +681,7 @@ def test_a_plot_over_its_time_limit_is_missing_with_a_reason(plot_problem: Probl
 def test_a_plotting_process_out_of_memory_is_a_missing_plot(
     plot_problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(plots.LIMITS, "address_space_bytes", 48 << 20)  # too little to import matplotlib
+    monkeypatch.setitem(drawing.LIMITS, "address_space_bytes", 48 << 20)  # too little to import matplotlib
     job = PlotJob(plot_problem.spec.plots, tmp_path)
     job.submit(_every_series(plot_problem, lambda: torch.rand(64, dtype=torch.float64)))
     assert job.result() == [] and all("plotting process" in why for why in job.failures.values())

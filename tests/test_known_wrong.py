@@ -161,7 +161,9 @@ def _problem_dir(tmp_path: Path, declarations: dict[str, str]) -> Path:
     return folder
 
 
-OFF_BY_ONE = 'defect = "adds 2"\nmust_fail = ["oracle"]\n\n[[edit]]\nfind = "x + 1"\nreplace = "x + 2"\n'
+OFF_BY_ONE = (
+    'defect = "adds 2"\nbreaks = ["sum"]\nmust_fail = ["oracle"]\n\n[[edit]]\nfind = "x + 1"\nreplace = "x + 2"\n'
+)
 
 
 def test_materialized_files_are_content_addressed(tmp_path: Path) -> None:
@@ -214,6 +216,12 @@ def test_a_malformed_declaration_is_a_clear_error(tmp_path: Path, text: str) -> 
 
 def test_declaration_keeps_the_checks_as_lists() -> None:
     declaration = Declaration.model_validate(
-        {"defect": "d", "must_fail": ["a", "b"], "may_fail": ["c"], "edit": [{"find": "x", "replace": "y"}]}
+        {
+            "defect": "d",
+            "breaks": ["s"],
+            "must_fail": ["a", "b"],
+            "may_fail": ["c"],
+            "edit": [{"find": "x", "replace": "y"}],
+        }
     )
     assert (declaration.must_fail, declaration.may_fail) == (["a", "b"], ["c"])

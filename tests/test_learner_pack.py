@@ -4,6 +4,7 @@ searched byte by byte for anything hidden (reference code, hidden seeds, hidden 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import json
 import os
@@ -23,15 +24,26 @@ from typing import Any
 import pytest
 import torch
 
-from grader.course.learner_pack import DATA_FILE, build_pack, check_main, public_spec
+from grader.course.learner_pack import (
+    DATA_FILE,
+    NO_MATPLOTLIB,
+    build_pack,
+    check_main,
+    finish_plots,
+    plots_folder,
+    public_spec,
+    start_plots,
+)
 from grader.judge.cases import generator_for
 from grader.judge.expectations import Expectations
 from grader.model.problem import Problem, list_problems
 from grader.model.verdicts import ExitCode, Status, Verdict
+from grader.outputs.plots import preview_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = list_problems()
 RUNTIME_PACKAGES = {"torch", "pydantic", "rich"}  # all a learner installs to run the pack
+OPTIONAL_PACKAGES = {"grader/outputs/figures.py": {"matplotlib"}}  # plots are drawn only where it is installed
 SIGNIFICANT_DIGITS = 6  # a decimal in a text with fewer digits could be anything
 
 
@@ -120,6 +132,7 @@ def test_pack_holds_what_a_learner_needs_and_no_hidden_file(packs: dict[str, Pac
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_pack_code_needs_only_torch_pydantic_and_rich(packs: dict[str, Pack], problem_id: str) -> None:
+    """...and matplotlib where the plots are drawn, which the pack asks for only once it knows it is there."""
     texts = list(packs[problem_id].texts())
     # a script run by path (the box's init) imports its siblings in its own folder by their own names
     siblings = {Path(name).stem for name, _ in texts if name.endswith(".py") and "/grader/confine/" in name}
@@ -134,7 +147,8 @@ def test_pack_code_needs_only_torch_pydantic_and_rich(packs: dict[str, Pack], pr
                 roots = [node.module.split(".")[0]]
             else:
                 continue
-            assert set(roots) <= allowed, f"{name} imports {roots}"
+            optional = OPTIONAL_PACKAGES.get(name.partition("/")[2], set())
+            assert set(roots) <= allowed | optional, f"{name} imports {roots}"
 
 
 def _public_checks(problem: Problem) -> list[str]:
@@ -148,7 +162,9 @@ def test_public_cases_are_plain_data_of_the_public_checks_only(packs: dict[str, 
     public = [c for c in problem.spec.checks if c.public]
     assert set(data["cases"]) == {c.cases for c in public if c.cases}
     assert set(data["observations"]) == {f"{c.expected}/{c.cases}" for c in public if c.cases}
-    assert set(data["series"]) == {name for c in public for name in c.series}
+    compared = {name for c in public for name in c.series}
+    drawn = {name for plot in problem.spec.plots for name in (plot.x, *(line.y for line in plot.lines))}
+    assert compared <= set(data["series"]) <= compared | drawn  # the plots' axes too, at the public seed only
     assert data["seed"] == problem.spec.public_seed
     expect = Expectations(problem, problem.spec.public_seed, use_cache=False)
     for name, calls in data["cases"].items():
@@ -212,6 +228,7 @@ def _known_wrong(problem: Problem) -> tuple[Path, set[str]]:
 class Checked:
     result: subprocess.CompletedProcess[str]
     report: dict[str, Any]
+    report_path: Path
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +264,7 @@ def checked(
         stdout, stderr = process.communicate(timeout=600)
         result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         assert process.returncode == 0, f"{key}: {stdout}\n{stderr}"
-        done[key] = Checked(result, json.loads(report.read_text()))
+        done[key] = Checked(result, json.loads(report.read_text()), report)
     return done
 
 
@@ -291,7 +308,35 @@ def test_pack_readme_installs_the_cpu_build_and_says_what_it_draws(packs: dict[s
     assert "python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in readme
     assert "python -m pip install numpy pydantic rich" in readme
     if packs[problem_id].problem.spec.plots:
-        assert "does not draw them" in readme
+        assert "python -m pip install matplotlib" in readme and "_plots/" in readme
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("problem_id", [p for p in PROBLEMS if Problem(p).spec.plots])
+def test_check_draws_the_toy_plots_beside_the_reference_preview(checked, problem_id: str) -> None:
+    """The learner's plots at the public seed, each beside the reference's preview, in the folder the table names;
+    a wrong file's plot may be missing (its toy part failed), and the line under the table then says which."""
+    problem = Problem(problem_id)
+    correct = checked[problem_id, "correct"]
+    folder = plots_folder(correct.report_path)
+    for plot in problem.spec.plots:
+        assert (folder / plot.file).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot.file
+        assert (folder / preview_file(plot.file)).is_file(), plot.file
+    assert f"plots: {len(problem.spec.plots)} in " in " ".join(correct.result.stdout.split())
+    wrong = checked[problem_id, "wrong"]
+    said = " ".join(wrong.result.stdout.split())
+    missing = [plot.file for plot in problem.spec.plots if not (plots_folder(wrong.report_path) / plot.file).is_file()]
+    assert "plots: " in said and (not missing or "No plot of the toy's" in said), (missing, said[-600:])
+
+
+def test_check_without_matplotlib_says_the_plots_are_not_drawn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """matplotlib is optional in the pack: without it no drawing starts and the line under the table says why."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    problem = types.SimpleNamespace(full_spec=Problem("glm5_offpolicy").spec)
+    job = start_plots(problem, None, tmp_path / "reports" / "mine.json")  # type: ignore[arg-type]
+    assert job is None
+    assert finish_plots(problem, job, tmp_path / "mine.json") == NO_MATPLOTLIB  # type: ignore[arg-type]
 
 
 def test_check_help_and_usage_speak_to_a_learner(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,7 @@ from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
-FIELDS = {"id", "solution", "owners", "explanation"}
+FIELDS = {"id", "solution", "explanation"}  # the owners are derived: the checks of the clauses it breaks
 ID_PATTERN = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 MAX_EXPLANATION_CHARS = 400
 # A sentence ends at . ! or ? followed by whitespace or the end; `torch.std` and 1e-6 end none.
@@ -89,10 +89,6 @@ def test_file_holds_only_misconception_tables_with_the_four_fields(problem_id: s
         assert set(entry) == FIELDS, f"{entry.get('id')}: keys {sorted(entry)} must be exactly {sorted(FIELDS)}"
         assert isinstance(entry["id"], str) and isinstance(entry["solution"], str)
         assert isinstance(entry["explanation"], str)
-        owners = entry["owners"]
-        assert isinstance(owners, list) and owners and all(isinstance(o, str) for o in owners), (
-            f"{entry['id']}: owners must be a non-empty list of check ids"
-        )
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
@@ -118,16 +114,15 @@ def test_each_solution_is_a_distinct_known_wrong_file(problem_id: str) -> None:
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_owners_are_checks_the_solution_declares_it_fails(problem_id: str) -> None:
     problem = _problem(problem_id)
-    check_ids = {c.id for c in problem.spec.checks}
-    for entry in _entries(problem_id):
-        owners = entry["owners"]
-        assert len(owners) == len(set(owners)), f"{entry['id']}: an owner is listed twice"
-        unknown = set(owners) - check_ids
-        assert not unknown, f"{entry['id']}: owners {sorted(unknown)} are not checks of {problem_id}"
-        (known,) = [k for k in problem.known_wrong() if k.path.name == entry["solution"]]
+    for misconception in problem.misconceptions:
+        owners = misconception.owners
+        assert len(owners) == len(set(owners)), f"{misconception.id}: an owner is listed twice"
+        (known,) = [k for k in problem.known_wrong() if k.path.name == misconception.solution]
+        assert set(owners) == {c.id for c in problem.spec.checks if c.clause in known.breaks}, misconception.id
         undeclared = set(owners) - known.must_fail - known.may_fail
         assert not undeclared, (
-            f"{entry['id']}: owners {sorted(undeclared)} are in neither must_fail nor may_fail of {entry['solution']}"
+            f"{misconception.id}: owners {sorted(undeclared)} are in neither must_fail nor may_fail of "
+            f"{misconception.solution}"
         )
 
 
@@ -319,7 +314,8 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
     }
     assert differing, f"{misconception_id}: behaves like the reference on every public case"
     # an owner is charged only when one of its cases fails; a toy-only owner set is left to `validate`
-    differential_owners = {c.id for c in problem.spec.checks if c.id in entry["owners"] and c.cases}
+    (owners,) = [m.owners for m in problem.misconceptions if m.id == misconception_id]
+    differential_owners = {c.id for c in problem.spec.checks if c.id in owners and c.cases}
     if differential_owners:
         assert differing & differential_owners, (
             f"{misconception_id}: no public case of its owners {sorted(differential_owners)} tells it from the "

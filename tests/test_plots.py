@@ -13,7 +13,15 @@ import torch
 from grader.model.problem import Problem
 from grader.model.spec import PlotSpec
 from grader.outputs import figures
-from grader.outputs.plots import ForkedDrawing, PlotJob, PlotServer, figure_specs, preview_file, series_tolerances
+from grader.outputs.plots import (
+    ForkedDrawing,
+    PlotJob,
+    PlotServer,
+    figure_specs,
+    preview_file,
+    series_tolerances,
+    stored_preview,
+)
 
 
 def _series(problem: Problem) -> dict[str, torch.Tensor]:
@@ -88,8 +96,9 @@ def test_a_job_falls_back_to_a_process_of_its_own_when_the_server_is_gone(proble
 
 @pytest.mark.e2e
 def test_a_figure_drawn_before_is_copied_and_a_file_drawn_over_is_never_a_source(
-    problem: Problem, tmp_path: Path
+    problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # no preview kept by an earlier run
     series = _series(problem)
     other = {name: value.flip(0) for name, value in series.items()}
     files = [plot.file for plot in problem.spec.plots]
@@ -181,3 +190,28 @@ def test_a_zoom_must_name_series_the_plot_draws() -> None:
     data = routed.spec.plots[0].model_dump()
     with pytest.raises(ValueError, match="not its lines' series"):
         PlotSpec.model_validate({**data, "zoom_to_differences": ["no_such_series", data["lines"][0]["y"]]})
+
+
+@pytest.mark.e2e
+def test_a_preview_drawn_once_is_copied_by_later_jobs_and_the_learners_plot_is_drawn_again(
+    problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))
+    series = _series(problem)
+    files = [plot.file for plot in problem.spec.plots]
+    first = PlotJob(problem.spec.plots, tmp_path / "first", preview=series)
+    first.submit(series)
+    assert first.result() == files, first.failures
+    specs, _ = figure_specs(problem.spec.plots, series, tmp_path / "second", preview=series)
+    stored = {spec["file"]: stored_preview(spec) for spec in specs}
+    assert all(stored[file] is None for file in files), "a learner's own figure is never kept"
+    kept = [path for file, path in stored.items() if path is not None]
+    assert len(kept) == len(files) and all(path.is_file() for path in kept)
+    for path in kept:
+        path.write_bytes(b"kept picture")  # so that a copy can be told from a drawing
+    second = PlotJob(problem.spec.plots, tmp_path / "second", preview=series)
+    second.submit(series)
+    assert second.result() == files, second.failures
+    for file in files:
+        assert (tmp_path / "second" / preview_file(file)).read_bytes() == b"kept picture"
+        assert (tmp_path / "second" / file).read_bytes().startswith(b"\x89PNG")

@@ -20,7 +20,15 @@ from conftest import PROBLEM, ROOT, problem_named
 
 from grader import cli, commands
 from grader.course.coverage import reference_coverage
-from grader.course.validate import MIN_SEEDS, Finding, failed_checks, reference_findings, wrong_findings
+from grader.course.validate import (
+    MIN_SEEDS,
+    Finding,
+    declared_findings,
+    declared_scores,
+    failed_checks,
+    reference_findings,
+    wrong_findings,
+)
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors, judge_case
@@ -59,6 +67,7 @@ class Proof:
         self._scratch = scratch  # where the raising twins are written
         self._reports: dict[tuple[Path, int], Report] = {}
         self._wrong_findings: list[Finding] | None = None
+        self._other: dict[tuple[tuple[Path, ...], int, bool], list[Report]] = {}
         self._twins: list[RaisingTwin] | None = None
 
     def _grade(self, files: list[Path], seed: int) -> None:
@@ -67,8 +76,10 @@ class Proof:
             reports = commands.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
         self._reports.update(zip([(f, seed) for f in files], reports, strict=True))
 
-    def grade_many(self, files: list[Path], seed: int) -> list[Report]:
+    def grade_many(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
         """`validate`'s way of grading, served from this run's reports (grading what was never asked before)."""
+        if follow_through is not None:
+            return self._grade_without_keeping(files, seed, follow_through)
         if seed == self.first_seed and (self.reference, seed) not in self._reports:
             known = [k.path for k in self.problem.known_wrong()]
             twins = [t.path for t in self.twins()]
@@ -77,6 +88,17 @@ class Proof:
         if missing:
             self._grade(missing, seed)
         return [self._reports[(f, seed)] for f in files]
+
+    def _grade_without_keeping(self, files: list[Path], seed: int, follow_through: bool) -> list[Report]:
+        """A grade with follow-through set otherwise than the problem does, kept apart from `grade`'s reports."""
+        key = (tuple(files), seed, follow_through)
+        if key not in self._other:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("PAPERLEET_CACHE", str(self._cache))
+                self._other[key] = commands.grade_many(
+                    self.problem, files, seed, self.problem.spec.limits, jobs=2, follow_through=follow_through
+                )
+        return self._other[key]
 
     def report(self, file: Path) -> Report:
         """`file` graded on the first grading seed, as `grade` and `grade-all` grade it."""
@@ -231,6 +253,16 @@ def test_reference_agrees_with_the_oracle(problem_id: str, seed: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- known-wrong
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_known_wrong_solutions_and_ports_score_as_their_broken_clauses_declare(proofs, problem_id: str) -> None:
+    """Where a problem enforces its declared scores, `validate`'s proof of them holds."""
+    proof = proofs(problem_id)
+    if proof.problem.spec.declared_scores != "enforced":
+        pytest.skip(f"{problem_id} reports its declared scores, it does not enforce them yet")
+    findings = declared_findings(declared_scores(proof.problem, proof.grade_many))
+    assert not findings, "\n".join(f"{f.subject}: {f.problem}" for f in findings)
 
 
 @pytest.mark.parametrize(("problem_id", "solution"), KNOWN_WRONG, ids=_ids(KNOWN_WRONG))

@@ -2,8 +2,11 @@
 
 - `validate`: proves a problem: every line of the reference reached, the reference at full marks, each known-wrong
   solution caught as declared.
+- `clauses`: each problem's clause-to-check table, with the weight each clause carries.
 - `coverage`: which lines and branches of a reference no case reaches (a clause broken for free).
 - `gradescope_zip`: the autograder zip for Gradescope.
 - `learner_pack`: the learner pack (statement, starter, public cases and `check`) and the pack's `check`.
 - `shards`: a class graded on many machines, and the merge of their reports.
+- `catalog`: every problem's `[catalog]` table, checked across problems, in a suggested order (`problems`).
+- `course_set`: a set of problems' packs, zips and handout index, built in one command (`course-set`).
 """

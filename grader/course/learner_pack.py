@@ -17,6 +17,7 @@ import argparse
 import ast
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import sys
@@ -24,7 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 from rich.console import Console
@@ -42,6 +43,9 @@ from grader.outputs.learner_view import learner_view
 from grader.outputs.report import Report, write_atomic
 from grader.outputs.terminal import STYLE, fit_message, full_messages
 
+if TYPE_CHECKING:
+    from grader.outputs.plots import PlotJob
+
 DATA_FILE = "public_cases.pt"
 DATA_FORMAT = 1
 PROBLEM_FILES = ("statement.md", "starter.py", "experiment.py", "problem.toml")
@@ -57,9 +61,12 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels:
 # from the ordinary one (numpy only keeps torch from warning on every run).
 INSTALL = ("python -m pip install torch=={torch} --index-url " + CPU_INDEX, "python -m pip install numpy pydantic rich")
 PLOTS_NOTE = (
-    "The plots the statement describes are drawn by the official grader, in its report; this pack does "
-    "not draw them. Its T3 checks compare the same series, number by number."
+    "With matplotlib installed (python -m pip install matplotlib), `check` draws the toy's plots into "
+    "reports/<file stem>_plots/: your curves at the public seed over the reference's (faint), each point outside "
+    "the checks' tolerance marked on its curve, beside the reference's preview on the same inputs (previews/). "
+    "The T3 checks compare the same series, number by number, with or without the plots."
 )
+NO_MATPLOTLIB = "plots: not drawn, matplotlib is not installed (python -m pip install matplotlib); the T3 checks ran"
 
 CHECK_SCRIPT = '''#!/usr/bin/env python3
 """Grade a solution on this problem's public cases: `python check FILE` (see README.md)."""
@@ -88,6 +95,7 @@ functions, then grade it on the public cases:
 ```sh
 python check my_solution.py
 python check --watch my_solution.py   # again after every save, until Ctrl-C
+python check --progress               # your attempts: best and last score, what still fails
 ```
 
 `check` imports your file in the same sandboxed worker as the official grader, calls your functions on the
@@ -167,9 +175,12 @@ def public_cases(problem: Problem) -> dict[str, Any]:
         observations[f"{check.expected}/{check.cases}"] = [
             _expected_only(expect.observation(check.expected, check.cases, i)) for i, _ in shown
         ]
-    names = [name for c in spec.checks if c.public and c.kind == "experiment" for name in c.series]
+    compared = [name for c in spec.checks if c.public and c.kind == "experiment" for name in c.series]
+    # and what the plots draw besides (their x axes): the public seed's series, which the previews publish anyway
+    drawn = [name for plot in spec.plots for name in (plot.x, *(line.y for line in plot.lines))]
+    names = [name for name in dict.fromkeys(compared + drawn) if name in expect.series()]
     series = {name: expect.series()[name] for name in names}
-    parts = {name: expect.series_parts()[name] for name in names}
+    parts = {name: expect.series_parts()[name] for name in names if name in expect.series_parts()}
     return {
         "format": DATA_FORMAT,
         "problem": problem.id,
@@ -346,6 +357,45 @@ class PackedCases:
         return {}
 
 
+def plots_folder(report_path: Path) -> Path:
+    """Where `check` draws the plots of the file whose report is `report_path`."""
+    return report_path.with_name(f"{report_path.stem}_plots")
+
+
+def start_plots(problem: PackedProblem, cases: PackedCases, report_path: Path) -> PlotJob | None:
+    """A drawing process for one check's plots, started before the grade so that matplotlib's import overlaps it;
+    None when the problem draws nothing or matplotlib is missing. The previous check's plots go first."""
+    plots = problem.full_spec.plots
+    if not plots or importlib.util.find_spec("matplotlib") is None:
+        return None
+    from grader.outputs.plots import PlotJob, preview_file, series_tolerances  # only a pack that can draw needs it
+
+    out = plots_folder(report_path)
+    for plot in plots:
+        (out / plot.file).unlink(missing_ok=True)
+        (out / preview_file(plot.file)).unlink(missing_ok=True)
+    return PlotJob(plots, out, preview=cases.series(), tolerances=series_tolerances(problem.full_spec.checks))
+
+
+def finish_plots(
+    problem: PackedProblem, job: PlotJob | None, report_path: Path, toy_stopped: dict[str, str] | None = None
+) -> str:
+    """Wait for the drawing and say, in one line, where the plots are or why any is missing (`toy_stopped`: the
+    toy's parts that gave no series, and why)."""
+    if not problem.full_spec.plots:
+        return ""
+    if job is None:
+        return NO_MATPLOTLIB
+    from grader.outputs.plots import toy_failures
+
+    written = job.result()
+    notes = " ".join(note for note in (job.notes(), toy_failures(toy_stopped or {})) if note)
+    missing = f" {notes}" if notes else ""
+    if not written:
+        return f"plots: none drawn.{missing}"
+    return f"plots: {len(written)} in {plots_folder(report_path)}{missing}"
+
+
 def learner_report(report: Report, full_spec: ProblemSpec) -> dict[str, Any]:
     """The learner's view of a grade on the public cases, the hidden checks it did not run, and what the
     learner's own code printed (every case here is public, so nothing in it can be secret)."""
@@ -390,7 +440,7 @@ def _rows(view: dict[str, Any], full_spec: ProblemSpec) -> list[tuple[str, ...]]
     return rows
 
 
-def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> None:
+def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path, plots: str = "") -> None:
     table = Table(
         title=f"{view['problem']} · {escape(view['submission'])} · public checks "
         f"{view['score']:g}/{view['max_score']:g} ({view['status']})"
@@ -416,26 +466,33 @@ def print_table(view: dict[str, Any], full_spec: ProblemSpec, path: Path) -> Non
         f"report: {path}  ·  the official grade is out of {view['official_max_score']:g}: "
         "the same checks on cases from hidden seeds, and the hidden ones"
     )
-    if full_spec.plots:
-        console.print(PLOTS_NOTE)
+    if plots:
+        console.print(escape(plots))
 
 
 def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
     problem = PackedProblem.load(root)
     cases = PackedCases(root / DATA_FILE)
-    # judge.grade reads only id, spec, experiment_path and content_hash of a problem, and warm, cases,
-    # observation and series of its expectations: the packed stand-ins provide exactly those.
-    graded = grade(
-        problem,
-        submission,
-        cases.seed,
-        problem.spec.limits,
-        expectations=cases,
-        command=f"python check {submission}",
-    )
+    job = start_plots(problem, cases, report_path)
+    try:
+        # judge.grade reads only id, spec, experiment_path and content_hash of a problem, and warm, cases,
+        # observation and series of its expectations: the packed stand-ins provide exactly those.
+        graded = grade(
+            problem,
+            submission,
+            cases.seed,
+            problem.spec.limits,
+            expectations=cases,
+            command=f"python check {submission}",
+            series_sink=job.submit if job is not None else None,
+        )
+        plots = finish_plots(problem, job, report_path, graded.plot_failures)
+    finally:
+        if job is not None:
+            job.close()
     view = learner_report(graded.report, problem.full_spec)
     write_atomic(report_path, json.dumps(view, indent=2) + "\n")
-    print_table(view, problem.full_spec, report_path)
+    print_table(view, problem.full_spec, report_path, plots)
     report = graded.report
     if report.status == Status.JUDGE_ERROR or any(c.verdict == Verdict.JUDGE_ERROR for c in report.checks()):
         return ExitCode.JUDGE_ERROR
@@ -443,6 +500,17 @@ def run_check(root: Path, submission: Path, report_path: Path) -> ExitCode:
         return ExitCode.REFUSED
     if report.status in (Status.IMPORT_ERROR, Status.IMPORT_TIMEOUT, Status.IMPORT_CRASHED):
         return ExitCode.IMPORT_FAILED
+    return ExitCode.OK
+
+
+def show_progress(root: Path) -> ExitCode:
+    """The grader's `progress` view over this pack's reports."""
+    from grader.outputs.progress import print_progress, progress_of, read_attempt, report_files
+
+    reports = root / "reports"
+    attempts = [a for a in map(read_attempt, report_files([reports] if reports.is_dir() else [])) if a is not None]
+    spec = load_spec(root / "problem.toml")
+    print_progress(progress_of(attempts), {spec.id: spec.title})
     return ExitCode.OK
 
 
@@ -463,10 +531,20 @@ def check_main(argv: list[str] | None = None) -> int:
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", type=Path, help="your solution, a Python file")
+    parser.add_argument("file", type=Path, nargs="?", help="your solution, a Python file")
     parser.add_argument("--report", type=Path, metavar="PATH", help="default reports/<file stem>.json")
     parser.add_argument("--watch", action="store_true", help="grade FILE again each time it is saved, until Ctrl-C")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="instead of grading: your attempts in reports/, best and last score, checks still failing, "
+        "misreadings that recur",
+    )
     args = parser.parse_args(argv)
+    if args.progress:
+        return int(show_progress(root))
+    if args.file is None:
+        parser.error("FILE is required: the Python file with your solution")
     if (what := usage_problem(args.file)) is not None:  # a link or a FIFO gets a report refusing it
         print(f"check: {args.file}: {what}; expected a Python file with your solution", file=sys.stderr)
         return int(ExitCode.USAGE)

@@ -1,23 +1,32 @@
-"""Prove a problem's checks: the reference earns full marks on every hidden seed, and each known-wrong
-solution fails exactly the checks it declares (required) and no check outside its permitted list."""
+"""Prove a problem's checks: the reference earns full marks on every hidden seed, each known-wrong solution fails
+exactly the checks it declares (required) and no check outside its permitted list, and each known-wrong solution
+and convention port scores what the clauses it breaks declare."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
+from rich.table import Table
 
+from grader.course.catalog import catalog_errors, problem_specs
 from grader.course.coverage import reference_coverage
 from grader.judge.diagnosis import Misconception
 from grader.model.problem import Problem
+from grader.model.spec import CONSTRUCTED_KINDS, SpecError
 from grader.model.verdicts import Verdict
 from grader.outputs.report import Report
 
 MIN_SEEDS = 5
+DECLARED_TOLERANCE = 2.0  # points a graded score may stray from the score its broken clauses declare
 
-GradeMany = Callable[[list[Path], int], list[Report]]
+
+class GradeMany(Protocol):
+    """Grades files on a seed; `follow_through` None means the problem's own setting."""
+
+    def __call__(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]: ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,66 @@ def _diagnosis_findings(
     return findings
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A file that declares the clauses it breaks, its declared score and what it was graded."""
+
+    name: str
+    breaks: frozenset[str]
+    declared: float
+    graded: float
+    diagnosis: str  # the top diagnosis of its report, or ""
+    # graded with follow-through off, for a file whose broken clauses must be charged by construction; else None
+    strict: float | None = None
+
+
+def declared_scores(problem: Problem, grade_many: GradeMany) -> list[Declared]:
+    """Every known-wrong solution and port graded on the first seed; those that break only conventions, precision,
+    validation or return types graded again with follow-through off."""
+    files = [(k.path, k.breaks) for k in problem.known_wrong()] + [(p.path, p.breaks) for p in problem.ports()]
+    seed = problem.grading_seeds[0]
+    reports = grade_many([path for path, _ in files], seed)
+    kinds = {c.id: c.kind for c in problem.spec.clauses}
+    constructed = [path for path, breaks in files if all(kinds[c] in CONSTRUCTED_KINDS for c in breaks)]
+    strict = dict(zip(constructed, grade_many(constructed, seed, follow_through=False), strict=True))
+    return [
+        Declared(
+            path.name,
+            breaks,
+            problem.spec.declared_score(breaks),
+            report.score,
+            report.diagnosis[0].id if report.diagnosis else "",
+            strict[path].score if path in strict else None,
+        )
+        for (path, breaks), report in zip(files, reports, strict=True)
+    ]
+
+
+def declared_findings(rows: list[Declared]) -> list[Finding]:
+    """A score more than DECLARED_TOLERANCE points off its declaration, with follow-through or without it."""
+    findings = []
+    for row in rows:
+        charged = f"{row.declared:g} declared by breaking {', '.join(sorted(row.breaks)) or 'nothing'}"
+        if abs(row.graded - row.declared) > DECLARED_TOLERANCE:
+            top = f" (top diagnosis: {row.diagnosis})" if row.diagnosis else ""
+            findings.append(Finding(row.name, f"scores {row.graded:.2f}, not {charged}{top}"))
+        if row.strict is not None and abs(row.strict - row.declared) > DECLARED_TOLERANCE:
+            findings.append(Finding(row.name, f"with follow-through off scores {row.strict:.2f}, not {charged}"))
+    return findings
+
+
+def declared_table(problem: Problem, rows: list[Declared]) -> Table:
+    table = Table(title=f"{problem.id}: declared and graded scores (declared_scores = {problem.spec.declared_scores})")
+    for column in ("file", "breaks", "declared", "graded", "follow-through off", "top diagnosis"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        strict = "" if row.strict is None else f"{row.strict:.2f}"
+        off = abs(row.graded - row.declared) > DECLARED_TOLERANCE
+        graded = f"[red]{row.graded:.2f}[/]" if off else f"{row.graded:.2f}"
+        table.add_row(row.name, ", ".join(sorted(row.breaks)), f"{row.declared:g}", graded, strict, row.diagnosis)
+    return table
+
+
 def coverage_findings(problem: Problem) -> list[Finding]:
     """A line or branch of the reference that no case reaches is a clause a solution can break for free."""
     measured = reference_coverage(problem)
@@ -108,20 +177,57 @@ def coverage_findings(problem: Problem) -> list[Finding]:
     return [Finding("reference", f"reached by no case of any grading seed: {measured.describe()}")]
 
 
+def catalog_findings(problem: Problem) -> list[Finding]:
+    """The problem's `[catalog]` table is checked when its spec loads; with the other problems', ids and titles
+    must be unique and every `builds_on` name a problem, without a circle."""
+    try:
+        specs = problem_specs(problem.root / "problems")
+    except SpecError as exc:  # another problem's spec: the catalog cannot be checked without it
+        return [Finding("catalog", str(exc))]
+    return [Finding("catalog", error) for error in catalog_errors(specs)]
+
+
 def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
     console = Console(width=140)
+    grade = _remembered(grade_many)
     findings = (
-        coverage_findings(problem) + reference_findings(problem, grade_many) + wrong_findings(problem, grade_many)
+        catalog_findings(problem)
+        + coverage_findings(problem)
+        + reference_findings(problem, grade)
+        + wrong_findings(problem, grade)
     )
+    rows = declared_scores(problem, grade)
+    console.print(declared_table(problem, rows))
+    off = declared_findings(rows)
+    enforced = problem.spec.declared_scores == "enforced"
+    findings += off if enforced else []
+    for finding in [] if enforced else off:
+        console.print(f"[yellow]warning: {finding.subject}[/]: {finding.problem}")
     count = len(problem.known_wrong())
     if not findings:
         console.print(
             f"[green]{problem.id}: valid[/] - every line and branch of the reference reached by a case; "
             f"reference full marks on {len(problem.grading_seeds)} seeds; "
-            f"{count} known-wrong solutions fail exactly as declared"
+            f"{count} known-wrong solutions fail exactly as declared; "
+            f"{len(rows) - len({f.subject for f in off})} of {len(rows)} known-wrong solutions and ports score "
+            f"within {DECLARED_TOLERANCE:g} points of their declared scores"
         )
         return True
     for finding in findings:
         console.print(f"[red]{finding.subject}[/]: {finding.problem}")
     console.print(f"[red]{problem.id}: {len(findings)} problem(s)[/]")
     return False
+
+
+def _remembered(grade_many: GradeMany) -> GradeMany:
+    """`grade_many` that grades each file once per seed and follow-through setting, however often it is asked."""
+    reports: dict[tuple[Path, int, bool | None], Report] = {}
+
+    def grade(files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
+        missing = list(dict.fromkeys(f for f in files if (f, seed, follow_through) not in reports))
+        if missing:
+            graded = grade_many(missing, seed, follow_through=follow_through)
+            reports.update(zip([(f, seed, follow_through) for f in missing], graded, strict=True))
+        return [reports[(f, seed, follow_through)] for f in files]
+
+    return grade

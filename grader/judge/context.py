@@ -133,8 +133,9 @@ class CheckContext:
         so nothing a learner reads in a plot was computed by a worker holding hidden inputs. It costs the learner
         nothing: a part that hung, crashed or ran out of time in the graded run is not run again (its plots are
         missing), the first stall ends the run, and its time is given back to the budget."""
-        if self._plotted is None and not self.series_hidden():
+        if self._plotted is None and not self.series_hidden():  # the graded run is at the public seed: it is plotted
             self._plotted = self.learner_series()
+            self.plot_failures = {part.name: part.failure.message for part in self.experiment() if part.failure}
         if self._plotted is None:
             graded = self.experiment()
             stalled = {part.name for part in graded if part.failure is not None and part.failure.verdict in STALLS}

@@ -1,11 +1,12 @@
 """Name the misreading behind a learner's failures, and charge each one only in the checks that own it.
 
 A problem declares its known misreadings in `reference/<id>/misconceptions.toml`: an id, a learner-facing
-explanation, the known-wrong solution that embodies it, and the checks that own it. The judge computes what
-each of those solutions does on every case (trusted side, cached like the expectations). A failing case is
-*explained* by a misconception when the learner's observation matches that solution's on the aspects the check
-compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the report's
-diagnosis lists the charged ones, the one explaining most failing cases first.
+explanation and the known-wrong solution that embodies it. The checks that own it are those of the clauses that
+solution declares it breaks (its `breaks`), so a misreading's owners are declared once, as clauses. The judge
+computes what each of those solutions does on every case (trusted side, cached like the expectations). A failing
+case is *explained* by a misconception when the learner's observation matches that solution's on the aspects the
+check compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the
+report's diagnosis lists the charged ones, the one explaining most failing cases first.
 
 Follow-through credit, as an exam marker carries an error forward, carries answers: a failing case whose answer
 matches a charged misconception's earns its points in every check that does not own that misconception. The owner
@@ -19,7 +20,7 @@ device or a graph flag) carries no value credit into T1-T3: there it credits onl
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,43 +34,49 @@ from grader.model.spec import SpecError
 MIN_SHARE = 0.25
 
 
-class Misconception(BaseModel):
-    """One known misreading of a problem's statement."""
+class DeclaredMisconception(BaseModel):
+    """One known misreading as `misconceptions.toml` declares it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # known-wrong, declared by wrong/<stem>.toml
-    owners: list[str] = Field(min_length=1)
     explanation: str = Field(min_length=10, max_length=600)
+
+
+class Misconception(DeclaredMisconception):
+    """One known misreading of a problem's statement, with the checks that own it."""
+
+    owners: list[str] = Field(min_length=1)
 
 
 class MisconceptionFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    misconceptions: list[Misconception] = []
+    misconceptions: list[DeclaredMisconception] = []
 
 
-def load_misconceptions(path: Path, check_ids: Iterable[str], wrong_dir: Path) -> list[Misconception]:
-    """The declared misreadings; none when the file is absent. Errors name the file and the field."""
+def load_misconceptions(path: Path, owners_of: Callable[[Path], list[str]], wrong_dir: Path) -> list[Misconception]:
+    """The declared misreadings; none when the file is absent. Errors name the file and the field.
+
+    `owners_of` gives the owner checks of a known-wrong declaration (the checks of the clauses it breaks)."""
     if not path.is_file():
         return []
     try:
         declared = MisconceptionFile.model_validate(tomllib.loads(path.read_text())).misconceptions
     except (tomllib.TOMLDecodeError, ValidationError) as exc:
         raise SpecError(f"{path}: {exc}") from None
-    known = set(check_ids)
     seen: set[str] = set()
+    loaded = []
     for item in declared:
         if item.id in seen:
             raise SpecError(f"{path}: misconception id {item.id!r} is declared twice")
         seen.add(item.id)
-        unknown = [owner for owner in item.owners if owner not in known]
-        if unknown:
-            raise SpecError(f"{path}: misconception {item.id!r} names unknown owner checks {unknown}")
-        if not (wrong_dir / item.solution).with_suffix(".toml").is_file():
+        declaration = (wrong_dir / item.solution).with_suffix(".toml")
+        if not declaration.is_file():
             raise SpecError(f"{path}: misconception {item.id!r} names {item.solution}, not declared in {wrong_dir}")
-    return declared
+        loaded.append(Misconception(**item.model_dump(), owners=owners_of(declaration)))
+    return loaded
 
 
 @dataclass(frozen=True)

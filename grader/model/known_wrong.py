@@ -1,10 +1,11 @@
 """Known-wrong solutions: declared as small edits of the reference, graded as the real files they make.
 
-`reference/<id>/wrong/<name>.toml` declares one solution: the defect it embodies, the checks it must fail and
-may fail, and its edits, each a `find` text that occurs exactly once in the reference's code and its `replace`.
-The solution a learner could have written, `<name>.py`, is the reference with those edits, under a docstring
-that names the defect. It is written into the cache, in a folder named by the hash of the reference, every
-declaration and this module, so the same sources always give the same path and a stale copy is never graded.
+`reference/<id>/wrong/<name>.toml` declares one solution: the defect it embodies, the clauses of the statement it
+breaks (so the score it declares), the checks it must fail and may fail, and its edits, each a `find` text that
+occurs exactly once in the reference's code and its `replace`. The solution a learner could have written,
+`<name>.py`, is the reference with those edits, under a docstring that names the defect. It is written into the
+cache, in a folder named by the hash of the reference, every declaration and this module, so the same sources always
+give the same path and a stale copy is never graded.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class KnownWrong:
     must_fail: frozenset[str]
     may_fail: frozenset[str]
     declaration: Path | None = None
+    breaks: frozenset[str] = frozenset()  # the clauses it breaks: it declares the score that loses their weights
 
 
 class Edit(BaseModel):
@@ -51,6 +53,7 @@ class Declaration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     defect: str = Field(min_length=1)  # one sentence: what the solution does wrong
+    breaks: list[str] = Field(min_length=1)  # clause ids of the problem's statement
     note: str = ""  # why a learner writes it, or where the defect shows; goes into the docstring
     must_fail: list[str] = Field(min_length=1)
     may_fail: list[str] = []
@@ -139,7 +142,12 @@ def materialize(problem_id: str, reference_dir: Path, cache: Path | None = None)
         _write_folder(folder, texts)
     return [
         KnownWrong(
-            folder / f"{path.stem}.py", " ".join(d.defect.split()), frozenset(d.must_fail), frozenset(d.may_fail), path
+            folder / f"{path.stem}.py",
+            " ".join(d.defect.split()),
+            frozenset(d.must_fail),
+            frozenset(d.may_fail),
+            path,
+            frozenset(d.breaks),
         )
         for path, d in parsed.items()
     ]

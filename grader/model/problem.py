@@ -7,7 +7,7 @@ import importlib.util
 import re
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +15,8 @@ from typing import Any
 
 from grader.judge.cases import CaseGenerator
 from grader.judge.diagnosis import Misconception, load_misconceptions
-from grader.model.known_wrong import KnownWrong, materialize
+from grader.model.known_wrong import KnownWrong, load_declaration, materialize
+from grader.model.ports import Port, load_ports
 from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
 from grader.paths import PROJECT_ROOT
 
@@ -87,8 +88,22 @@ class Problem:
     def misconceptions(self) -> list[Misconception]:
         """The known misreadings the judge diagnoses, from reference/<id>/misconceptions.toml (may be absent)."""
         return load_misconceptions(
-            self.reference_dir / "misconceptions.toml", [c.id for c in self.spec.checks], self.reference_dir / "wrong"
+            self.reference_dir / "misconceptions.toml",
+            lambda path: self.owner_checks(path, load_declaration(path).breaks),
+            self.reference_dir / "wrong",
         )
+
+    def owner_checks(self, where: Path, breaks: Iterable[str]) -> list[str]:
+        """The checks of the clauses `where` declares it breaks, in the spec's order; an unknown clause is an error."""
+        breaks = set(breaks)
+        unknown = self.spec.unknown_clauses(breaks)
+        if unknown:
+            raise SpecError(f"{where}: breaks undeclared clauses {unknown}; {self.id} declares {self.clause_ids}")
+        return [c.id for c in self.spec.checks if c.clause in breaks]
+
+    @property
+    def clause_ids(self) -> str:
+        return ", ".join(c.id for c in self.spec.clauses)
 
     def misconception_functions(self, misconception: Misconception) -> dict[str, Callable[..., Any]]:
         """The contract functions of the known-wrong solution that embodies `misconception` (trusted code)."""
@@ -108,7 +123,17 @@ class Problem:
 
     def known_wrong(self) -> list[KnownWrong]:
         """Each solution declared in reference/<id>/wrong/*.toml, materialized as a file in the cache."""
-        return materialize(self.id, self.reference_dir)
+        wrong = materialize(self.id, self.reference_dir)
+        for known in wrong:
+            self.owner_checks(known.declaration or known.path, known.breaks)
+        return wrong
+
+    def ports(self) -> list[Port]:
+        """Each convention port declared in reference/<id>/ports/*.toml, with the clauses it breaks checked."""
+        ports = load_ports(self.reference_dir)
+        for port in ports:
+            self.owner_checks(port.path.with_suffix(".toml"), port.breaks)
+        return ports
 
     def known_wrong_file(self, name: str) -> Path:
         """The materialized file of the known-wrong solution `name` (its stem or file name)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
@@ -14,6 +14,10 @@ TIERS: tuple[TierId, ...] = get_args(TierId)  # in the order every table, summar
 CheckKind = Literal["signature", "differential", "experiment"]
 Expected = Literal["reference", "oracle"]  # what a differential check's cases are compared with
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
+ClauseKind = Literal["formula", "convention", "precision", "validation", "return_type", "phenomenon"]
+# clauses whose charge must hold by construction, with follow-through off, not only by a misreading's diagnosis
+CONSTRUCTED_KINDS: frozenset[ClauseKind] = frozenset({"convention", "precision", "validation", "return_type"})
+DeclaredScores = Literal["enforced", "reported"]
 Aspect = Literal[
     "type",
     "shape",
@@ -70,6 +74,14 @@ class TierSpec(Strict):
     points: float = Field(gt=0)
 
 
+class Clause(Strict):
+    """One clause of the statement; its weight is the points of the checks that name it."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    kind: ClauseKind
+    text: str = Field(min_length=1, pattern=r"^[^\n]*$")
+
+
 class CheckBase(Strict):
     """What every check declares, whatever its kind."""
 
@@ -78,6 +90,7 @@ class CheckBase(Strict):
     kind: CheckKind
     title: str
     points: float = Field(gt=0)
+    clause: str  # the id of the statement's clause this check owns a share of
     visibility: Visibility = "visible"
     # false: its cases come only from the hidden grading seeds, so no learner-side copy (the learner pack) runs it
     public: bool = True
@@ -167,38 +180,107 @@ class PlotSpec(Strict):
         return self
 
 
+Difficulty = Literal["introductory", "intermediate", "advanced"]
+DIFFICULTIES: tuple[Difficulty, ...] = get_args(Difficulty)  # easiest first: the catalog's order breaks ties by it
+
+
+class Paper(Strict):
+    """A paper the exercise implements or contrasts, as a learner would look it up."""
+
+    title: str = Field(min_length=1)
+    authors: str = Field(min_length=1)  # as the paper lists them, or the first author and "et al."
+    year: int = Field(ge=1950, le=2100)
+    equations: str = ""  # the sections and equations the exercise exercises; empty for a paper only contrasted
+    url: str = ""
+
+
+class Catalog(Strict):
+    """What the catalog lists of a problem: its papers, topics, difficulty, prerequisites and expected time."""
+
+    summary: str = Field(min_length=1, max_length=300)  # one sentence: what the learner implements
+    papers: list[Paper] = Field(min_length=1)
+    tags: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9 -]*$")]] = Field(min_length=1)
+    difficulty: Difficulty
+    builds_on: list[str] = []  # ids of exercises whose ideas this one assumes; checked against the catalog
+    minutes: int = Field(gt=0, le=600)  # the time a learner who knows PyTorch should plan for
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Catalog:
+        if len(set(self.tags)) != len(self.tags):
+            raise ValueError("tags must be distinct")
+        if len(set(self.builds_on)) != len(self.builds_on):
+            raise ValueError("builds_on must name each exercise once")
+        return self
+
+
 class ProblemSpec(Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    title: str
+    title: str = Field(min_length=1)
     source: str
     public_seed: int
+    catalog: Catalog
     limits: Limits = Limits()
     tolerances: dict[Literal["float16", "bfloat16", "float32", "float64"], Tolerance]
     functions: list[FunctionSpec]
     tiers: list[TierSpec]
+    clauses: list[Clause] = Field(min_length=1)
     checks: list[CheckSpec]
     plots: list[PlotSpec] = []
     # a failing case explained by a misreading charged in its owner checks earns its points in the others
     follow_through: bool = True
+    # "enforced": `validate` fails when a known-wrong solution or a port scores more than 2 points off the score its
+    # broken clauses declare; "reported": it prints the table and warns
+    declared_scores: DeclaredScores = "reported"
 
     @model_validator(mode="after")
     def _consistent(self) -> ProblemSpec:
         ids = [c.id for c in self.checks]
         if len(ids) != len(set(ids)):
             raise ValueError("check ids must be unique")
+        self._clauses_owned()
         for tier in self.tiers:
             total = sum(c.points for c in self.checks if c.tier == tier.id)
             if abs(total - tier.points) > 1e-9:
                 raise ValueError(f"tier {tier.id} is worth {tier.points} but its checks sum to {total}")
+        if self.id in self.catalog.builds_on:
+            raise ValueError(f"catalog.builds_on names the problem itself, {self.id}")
         declared = {t.id for t in self.tiers}
         for check in self.checks:
             if check.tier not in declared:
                 raise ValueError(f"check {check.id} names undeclared tier {check.tier}")
         return self
 
+    def _clauses_owned(self) -> None:
+        """Every clause declared once and owned by a check, every check's clause declared."""
+        declared = [c.id for c in self.clauses]
+        twice = sorted({c for c in declared if declared.count(c) > 1})
+        if twice:
+            raise ValueError(f"clause ids declared more than once: {', '.join(twice)}")
+        for check in self.checks:
+            if check.clause not in declared:
+                raise ValueError(f"check {check.id} names undeclared clause {check.clause!r}")
+        unowned = [c for c in declared if not any(check.clause == c for check in self.checks)]
+        if unowned:
+            raise ValueError(f"no check owns clause(s) {', '.join(unowned)}")
+
     @property
     def max_score(self) -> float:
         return sum(t.points for t in self.tiers)
+
+    def clause_checks(self, clause_id: str) -> list[str]:
+        """The checks that own `clause_id`, in the spec's order."""
+        return [c.id for c in self.checks if c.clause == clause_id]
+
+    def clause_weight(self, clause_id: str) -> float:
+        return sum(c.points for c in self.checks if c.clause == clause_id)
+
+    def declared_score(self, breaks: Iterable[str]) -> float:
+        """The score of a solution that breaks exactly these clauses: each loses its whole weight, once."""
+        return self.max_score - sum(self.clause_weight(c) for c in set(breaks))
+
+    def unknown_clauses(self, names: Iterable[str]) -> list[str]:
+        declared = {c.id for c in self.clauses}
+        return sorted(set(names) - declared)
 
 
 class SpecError(Exception):

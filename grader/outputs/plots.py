@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -34,14 +35,14 @@ from typing import IO, Any
 import torch
 
 from grader.model.spec import CheckSpec, PlotSpec, Tolerance
+from grader.outputs.drawing import LIMITS, PACKAGE_PARENT, drawing_environment, start_drawing
 from grader.outputs.figures import STATUS
+from grader.paths import cache_dir
 from grader.text import clean_line
 
 MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
 MAX_MARKS = 512  # marked points per figure
 PLOT_TIMEOUT_S = 20.0  # wall time for all of one job's figures, from the moment its series arrive
-LIMITS = {"address_space_bytes": 1 << 30, "cpu_s": 30, "file_bytes": 32 << 20}
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 REFERENCE_LABEL = "reference, public seed (faint)"
 PLOTTABLE_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -299,14 +300,45 @@ def _optional_panel(plot: PlotSpec, series: Mapping[str, Any] | None) -> _Panel 
         return None
 
 
-def _environment() -> dict[str, str]:
-    return {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
 def _picture_key(spec: dict[str, Any]) -> str:
     """What a figure's pixels depend on: everything in its spec but where it is written."""
     drawn = {key: value for key, value in spec.items() if key not in ("file", "path")}
     return hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()
+
+
+def stored_preview(spec: dict[str, Any]) -> Path | None:
+    """Where the picture of a preview drawn beside a learner's plot is kept between runs, or None for a figure of
+    the learner's. A preview shows the reference's curves at the public seed, so most grades ask for the same
+    pictures again: those are copied, not drawn. Its spec, and the drawing library's version, name it."""
+    if not spec["file"].startswith(preview_file("")):
+        return None
+    key = _picture_key({**spec, "matplotlib": _matplotlib_version()})
+    return cache_dir() / "previews" / f"{key}.png"
+
+
+def _matplotlib_version() -> str:
+    try:
+        return importlib.metadata.version("matplotlib")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _copy_atomic(source: Path, target: Path) -> bool:
+    """`target` holds `source`'s bytes, whole or not at all; False when that could not be done."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _copy_stored(spec: dict[str, Any]) -> bool:
+    stored = stored_preview(spec)
+    return stored is not None and stored.is_file() and _copy_atomic(stored, Path(spec["path"]))
 
 
 class ForkedDrawing:
@@ -376,7 +408,7 @@ class PlotServer:
                 cwd=PACKAGE_PARENT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env=_environment(),
+                env=drawing_environment(),
             )
         finally:
             theirs.close()
@@ -459,9 +491,9 @@ class PlotJob:
     """Draw one submission's plots in a child process while the checks go on.
 
     The child starts at once, so its matplotlib import overlaps the worker's start (a `server` forks it with
-    matplotlib imported already); `submit` hands it the series (the first call counts; later ones are ignored),
-    `result` waits at most PLOT_TIMEOUT_S from then and returns the files drawn; `failures` says why any plot
-    is missing. Neither ever raises.
+    matplotlib imported already; a `process` from `start_drawing` was started earlier still); `submit` hands it
+    the series (the first call counts; later ones are ignored), `result` waits at most PLOT_TIMEOUT_S from then
+    and returns the files drawn; `failures` says why any plot is missing. Neither ever raises.
     """
 
     def __init__(
@@ -474,6 +506,7 @@ class PlotJob:
         as_reference: bool = False,
         timeout_s: float = PLOT_TIMEOUT_S,
         server: PlotServer | None = None,
+        process: subprocess.Popen[str] | None = None,
     ) -> None:
         self._plots, self._out_dir, self._note = plots, out_dir.resolve(), note
         self._preview, self._tolerances = preview, tolerances
@@ -483,24 +516,15 @@ class PlotJob:
         self._payload: Path | None = None
         self._deadline: float | None = None
         self._written: list[str] | None = None
-        self._process: subprocess.Popen[str] | ForkedDrawing | None = None
+        self._process: subprocess.Popen[str] | ForkedDrawing | None = process
         self._server, self._copied, self._drawing = server, list[str](), list[dict[str, Any]]()
         self._start_error = ""
-        if server is not None:
+        if server is not None and self._process is None:
             with contextlib.suppress(OSError):
                 self._process = server.spawn()
         if self._process is None:
             try:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", "grader.outputs.figures", json.dumps(LIMITS)],
-                    cwd=PACKAGE_PARENT,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    start_new_session=True,
-                    env=_environment(),
-                )
+                self._process = start_drawing()
             except OSError as exc:
                 self._start_error = f"the plotting process could not start: {exc}"
 
@@ -526,7 +550,9 @@ class PlotJob:
         for folder in {Path(spec["path"]).parent for spec in specs}:
             folder.mkdir(parents=True, exist_ok=True)
         server = self._server
-        self._copied = [spec["file"] for spec in specs if server is not None and server.copy_drawn(spec)]
+        self._copied = [
+            spec["file"] for spec in specs if (server is not None and server.copy_drawn(spec)) or _copy_stored(spec)
+        ]
         self._drawing = [spec for spec in specs if spec["file"] not in self._copied]
         if server is not None:
             for spec in self._drawing:
@@ -561,10 +587,12 @@ class PlotJob:
         asked = [file for file in self._asked if file in {plot.file for plot in self._plots}]
         drawn = outcome.get("written", [])
         written = [*drawn, *self._copied]
-        if self._server is not None:
-            for spec in self._drawing:
-                if spec["file"] in drawn:
+        for spec in self._drawing:
+            if spec["file"] in drawn:
+                if self._server is not None:
                     self._server.remember(spec)
+                if (stored := stored_preview(spec)) is not None:
+                    _copy_atomic(Path(spec["path"]), stored)
         failed = outcome.get("failed", {})
         for file in asked:
             if file not in written:
@@ -622,3 +650,12 @@ def draw(
     job = PlotJob(plots, out_dir, note, as_reference=reference)
     job.submit(series)
     return job.result()
+
+
+def toy_failures(failures: dict[str, str]) -> str:
+    """Why the plots of some toy parts are missing, in a few words: the parts whose run at the public seed gave no
+    series (how each stopped is what the T3 checks say of the graded run, which stops the same way as a rule)."""
+    if not failures:
+        return ""
+    parts = ", ".join(clean_line(part, 60) for part in sorted(failures))
+    return f"No plot of the toy's {parts}: your functions stopped it (the T3 checks say how)."

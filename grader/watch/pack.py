@@ -10,7 +10,15 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.course.learner_pack import DATA_FILE, PackedCases, PackedProblem, hidden_checks, learner_report
+from grader.course.learner_pack import (
+    DATA_FILE,
+    PackedCases,
+    PackedProblem,
+    finish_plots,
+    hidden_checks,
+    learner_report,
+    start_plots,
+)
 from grader.judge.grading import grade
 from grader.model.verdicts import ExitCode
 from grader.outputs.report import Report, write_atomic
@@ -35,23 +43,30 @@ class PackJudge:
         show: Callable[[Report], None],
     ) -> Outcome | None:
         assert self.problem is not None and self.cases is not None
-        graded = grade(
-            self.problem,
-            snapshot.submission,
-            self.cases.seed,
-            self.problem.spec.limits,
-            expectations=self.cases,
-            command=f"python check {self.file}",
-        )
-        if not publish():
-            return None
-        show(graded.report)
+        job = start_plots(self.problem, self.cases, self.report_path)
+        try:
+            graded = grade(
+                self.problem,
+                snapshot.submission,
+                self.cases.seed,
+                self.problem.spec.limits,
+                expectations=self.cases,
+                command=f"python check {self.file}",
+                series_sink=job.submit if job is not None else None,
+            )
+            if not publish():
+                return None
+            show(graded.report)
+            plots = finish_plots(self.problem, job, self.report_path, graded.plot_failures)
+        finally:
+            if job is not None:
+                job.close()
         write_atomic(
             self.report_path, json.dumps(learner_report(graded.report, self.problem.full_spec), indent=2) + "\n"
         )
         hidden = len(hidden_checks(self.problem.full_spec))
-        note = f"{hidden} more checks run only in the official grade, on hidden cases" if hidden else ""
-        return Outcome(graded.report, self.report_path, note)
+        notes = [f"{hidden} more checks run only in the official grade, on hidden cases" if hidden else "", plots]
+        return Outcome(graded.report, self.report_path, "; ".join(n for n in notes if n))
 
     def close(self) -> None:
         """Every worker is gone once its grade returns: nothing else to end."""
