@@ -17,8 +17,8 @@ from grader.course.validate import (
     declared_findings,
     declared_scores,
 )
-from grader.model.known_wrong import load_declaration
-from grader.model.ports import load_ports
+from grader.model.known_wrong import KnownWrong, load_declaration
+from grader.model.ports import Port, load_ports
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import CONSTRUCTED_KINDS, SpecError, load_spec
 from grader.outputs.report import Report
@@ -155,7 +155,7 @@ def test_a_score_off_its_declaration_is_a_finding() -> None:
 def test_declared_scores_grades_every_file_and_constructed_breaks_again_without_follow_through() -> None:
     """A fake grader: every file earns its declared score, except one that misses it by 5 points."""
     problem = Problem(PROBLEM)
-    wrong = [*problem.known_wrong(), *problem.ports()]
+    wrong: list[KnownWrong | Port] = [*problem.known_wrong(), *problem.ports()]
     kinds = {c.id: c.kind for c in problem.spec.clauses}
     declared = {k.path: problem.spec.declared_score(k.breaks) for k in wrong}
     missing = wrong[0].path

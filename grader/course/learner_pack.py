@@ -140,8 +140,15 @@ def public_spec(spec: ProblemSpec) -> ProblemSpec:
         points = sum(c.points for c in checks if c.tier == tier.id)
         if points > 0:
             tiers.append(tier.model_copy(update={"points": points}))
+    owned = {c.clause for c in checks}  # a clause only hidden checks own is not part of the public grade
+    clauses = [c.model_dump() for c in spec.clauses if c.id in owned]
     return ProblemSpec.model_validate(
-        {**spec.model_dump(), "tiers": [t.model_dump() for t in tiers], "checks": [c.model_dump() for c in checks]}
+        {
+            **spec.model_dump(),
+            "tiers": [t.model_dump() for t in tiers],
+            "checks": [c.model_dump() for c in checks],
+            "clauses": clauses,
+        }
     )
 
 
