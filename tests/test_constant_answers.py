@@ -73,7 +73,7 @@ def _with_flags(desc: dict[str, Any], connected: bool) -> dict[str, Any]:
 def _forged(connected: bool, grads: Callable[[Call], dict[str, Any]] | None) -> Forger:
     def forge(call: Call, want: dict[str, Any]) -> dict[str, Any]:
         observation: dict[str, Any] = {"output": _with_flags(describe(_promised(want)), connected)}
-        if call.backward and grads is not None:
+        if call.backward is not False and grads is not None:  # True, or a cotangent tensor
             observation["grads"] = grads(call)
         observation["inputs_after"] = _unchanged(call)
         return observation
@@ -99,7 +99,7 @@ REFUSED_BACKWARD = {
 def detached_backward_refused(call: Call, want: dict[str, Any]) -> dict[str, Any]:
     """What the worker reports for a detached result: backward refuses it."""
     observation = _forged(False, None)(call, want)
-    if call.backward:
+    if call.backward is not False:  # True, or a cotangent tensor
         observation["backward_error"] = dict(REFUSED_BACKWARD)
     return observation
 

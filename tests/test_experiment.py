@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import types
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import torch
 
 from grader.judge.accept import MAX_SERIES_POINTS
 from grader.judge.cases import Call
-from grader.judge.experiment import run_experiment
+from grader.judge.experiment import ToyMisuse, run_experiment
 from grader.model.problem import Problem, list_problems
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
@@ -46,6 +47,77 @@ def test_a_proxied_loss_carries_its_gradient_into_the_drivers_graph() -> None:
     (result,) = run_experiment(_toy(part), ["loss"], _in_process({"loss": loss}), 7, 10.0, 10.0)
     assert result.failure is None
     torch.testing.assert_close(result.series["grad"], result.series["expected"])
+
+
+def _gates(logits):
+    """Non-scalar, its sum constant: the sum's gradient is 0 whatever the rule, a cotangent's is not."""
+    return torch.softmax(logits, dim=-1), logits.argmax(dim=-1)
+
+
+def _pair_part(cotangent_of):
+    def part(rng, gates):
+        theta = torch.randn(3, 4, generator=rng, dtype=torch.float64, requires_grad=True)
+        weights = torch.randn(3, 4, generator=rng, dtype=torch.float64)
+        pairing, (values, _) = gates.paired(cotangent_of(weights), logits=theta * 1.0)
+        (grad,) = torch.autograd.grad(pairing, theta)
+        probs = torch.softmax(theta.detach(), dim=-1)
+        expected = probs * (weights - (probs * weights).sum(dim=-1, keepdim=True))
+        return {"grad": grad.reshape(-1), "expected": expected.reshape(-1), "values": values.reshape(-1)}
+
+    return part
+
+
+def test_a_paired_call_carries_the_functions_own_vector_jacobian_product() -> None:
+    (result,) = run_experiment(_toy(_pair_part(lambda w: w)), ["gates"], _in_process({"gates": _gates}), 3, 10.0, 10.0)
+    assert result.failure is None
+    assert float(result.series["expected"].abs().max()) > 0.01
+    torch.testing.assert_close(result.series["grad"], result.series["expected"])
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        (lambda logits: (torch.softmax(logits.detach(), dim=-1), None), "detached from the graph"),
+        (lambda logits: (torch.softmax(logits, dim=-1)[:, :2], None), "returned shape [3, 2], the toy expects [3, 4]"),
+        (lambda logits: (logits.argmax(dim=-1, keepdim=True).expand(3, 4), None), "no floating tensor"),
+    ],
+)
+def test_a_paired_call_fails_an_output_it_cannot_differentiate(gates, message: str) -> None:
+    (result,) = run_experiment(_toy(_pair_part(lambda w: w)), ["gates"], _in_process({"gates": gates}), 3, 10.0, 10.0)
+    assert result.failure is not None and result.failure.verdict == Verdict.FAIL
+    assert message in result.failure.message
+
+
+def test_a_paired_gradient_sees_values_right_and_graph_wrong() -> None:
+    def straight_through(logits):
+        top = torch.softmax(logits.masked_fill(logits < logits.median(dim=-1, keepdim=True).values, -math.inf), -1)
+        dense = torch.softmax(logits, dim=-1)
+        return top.detach() + (dense - dense.detach()), None
+
+    def honest(logits):
+        return torch.softmax(
+            logits.masked_fill(logits < logits.median(dim=-1, keepdim=True).values, -math.inf), -1
+        ), None
+
+    def grad_of(gates):
+        (result,) = run_experiment(
+            _toy(_pair_part(lambda w: w)), ["gates"], _in_process({"gates": gates}), 3, 10.0, 10.0
+        )
+        assert result.failure is None
+        return result.series
+
+    wrong, right = grad_of(straight_through), grad_of(honest)
+    torch.testing.assert_close(wrong["values"], right["values"])
+    assert float((wrong["grad"] - right["grad"]).abs().max()) > 0.01
+
+
+@pytest.mark.parametrize(
+    "cotangent_of",
+    [lambda w: w.long(), lambda w: w.masked_fill(w > 0, math.inf), lambda w: w.tolist()],
+)
+def test_a_toy_that_sends_a_bad_cotangent_is_the_judges_error(cotangent_of) -> None:
+    with pytest.raises(ToyMisuse):
+        run_experiment(_toy(_pair_part(cotangent_of)), ["gates"], _in_process({"gates": _gates}), 3, 10.0, 10.0)
 
 
 def test_a_part_that_raises_loses_only_its_own_series() -> None:

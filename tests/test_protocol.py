@@ -217,6 +217,19 @@ def test_observe_call_records_gradients_and_inputs() -> None:
     assert not x.requires_grad  # the caller's tensor is left alone
 
 
+def test_observe_call_backpropagates_a_cotangent_through_a_non_scalar_output() -> None:
+    x = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    cotangent = torch.tensor([3.0, 0.0, -1.0], dtype=torch.float64)
+    obs = protocol.observe_call(lambda x: (x * x, x.sign()), {"x": x}, ["x"], cotangent)
+    assert torch.equal(obs["grads"]["x"], 2 * x * cotangent)  # the vector-Jacobian product, not the sum's gradient
+
+
+def test_a_cotangent_of_another_shape_is_a_backward_error_not_a_broadcast() -> None:
+    obs = protocol.observe_call(lambda x: x.exp(), {"x": torch.ones(3)}, ["x"], torch.ones(1, 3))
+    assert obs["backward_error"]["type"] == "ValueError" and "shape [3]" in obs["backward_error"]["message"]
+    assert "grads" not in obs
+
+
 def test_observe_call_records_a_failing_backward() -> None:
     obs = protocol.observe_call(lambda logp: logp.detach().sum(), {"logp": torch.ones(2)}, ["logp"], True)
     assert obs["backward_error"]["type"] == "RuntimeError"
@@ -255,6 +268,14 @@ def test_every_message_builder_survives_a_frame_with_its_op_a_plain_string() -> 
     assert set(sent) == {"function", "kwargs", "requires_grad", "backward"}  # never the label, group or hidden
 
 
+def test_a_cotangent_crosses_to_the_worker_as_the_calls_backward() -> None:
+    cotangent = torch.tensor([[0.5, -1.0]], dtype=torch.float64)
+    call = Call("f", {"x": torch.ones(1, 2)}, "label", ("x",), cotangent)
+    (sent,) = messages.read_calls(_wire(messages.calls_request([call.request()])))
+    assert type(sent["backward"]) is torch.Tensor and torch.equal(sent["backward"], cotangent)
+    assert torch.equal(Call.from_data(_wire(call.to_data())).backward, cotangent)  # type: ignore[arg-type]
+
+
 def test_a_call_round_trips_through_its_one_serialization() -> None:
     call = Call("f", {"x": torch.ones(2), "n": 3}, "label", ("x",), True, hidden=True, group="g")
     again = Call.from_data(_wire(call.to_data()))
@@ -276,6 +297,14 @@ def test_a_call_round_trips_through_its_one_serialization() -> None:
         {"op": "calls", "calls": {}},
         {"op": "calls", "calls": [{"function": 1, "kwargs": {}, "requires_grad": [], "backward": False}]},
         {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [], "backward": 1}]},
+        {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [], "backward": [1.0]}]},
+        {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [], "backward": None}]},
+        {
+            "op": "calls",
+            "calls": [
+                {"function": "f", "kwargs": {}, "requires_grad": [], "backward": torch.nn.Parameter(torch.ones(1))}
+            ],
+        },
         {"op": "calls", "calls": [{"function": "f", "kwargs": {}, "requires_grad": [2], "backward": False}]},
     ],
 )

@@ -17,6 +17,9 @@ from grader.worker.messages import CallRequest, read_call
 class Call:
     """Call `function(**kwargs)`; make `requires_grad` inputs leaves that require grad; then maybe backward.
 
+    `backward` is False, True (backward from the output, its sum when it is not 0-dim), or a tensor of the
+    output's shape, its cotangent (backward from the sum of output * cotangent: the vector-Jacobian product).
+
     `label` names the case for the learner ("float32 B=3 L=5, ratio exactly on 1 - clip_low").
     `hidden` marks a case whose inputs a learner-facing view must not show.
     `group` ties calls that only count together: a check scores a group as passed only when every call in it
@@ -33,7 +36,7 @@ class Call:
     kwargs: Mapping[str, Any]
     label: str
     requires_grad: tuple[str, ...] = ()
-    backward: bool = False
+    backward: bool | torch.Tensor = False
     hidden: bool = field(default=False, compare=False)
     group: str | None = field(default=None, compare=False)
     compare: tuple[Aspect, ...] | None = field(default=None, compare=False)
@@ -44,7 +47,7 @@ class Call:
             "function": self.function,
             "kwargs": dict(self.kwargs),
             "requires_grad": list(self.requires_grad),
-            "backward": bool(self.backward),
+            "backward": self.backward if isinstance(self.backward, torch.Tensor) else bool(self.backward),
         }
 
     def to_data(self) -> dict[str, Any]:

@@ -10,6 +10,9 @@ learner pack) differ from the graded ones.
 A proxy hands back plain detached tensors. Where an argument requires grad and the function returned a
 0-dim tensor connected to the graph (a loss), that tensor comes back differentiable: its gradient with
 respect to those arguments was computed next to the call, and `_Replayed` feeds it into the driver's graph.
+A non-scalar output has no such gradient, only vector-Jacobian products: `proxy.paired(cotangent, **kwargs)`
+sends the cotangent with the call, the function's side runs `output.backward(cotangent)`, and the proxy hands
+back `(pairing, output)`, `pairing` the 0-dim sum of output * cotangent, differentiable in the same way.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ import torch
 
 from grader.judge.accept import accept_series
 from grader.judge.cases import Call, generator_for
-from grader.judge.compare import exception_text
+from grader.judge.compare import MAX_ELEMENTS, exception_text
 from grader.model.verdicts import Verdict
 
 Observe = Callable[[Call, float], dict[str, Any]]  # (call, timeout_s) -> an accepted observation
+
+
+class ToyMisuse(Exception):
+    """A toy asked for something the driver does not do (a cotangent that is not a finite float tensor): the
+    judge's own fault, never caught as the learner's."""
 
 
 class CallFailed(Exception):
@@ -142,39 +150,110 @@ class Driver:
             )
         return result
 
-    def _proxy(self, function: str, part: str) -> Callable[..., Any]:
-        def call(**kwargs: Any) -> Any:
-            wrt = tuple(k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.requires_grad)
-            sent = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-            self.calls += 1
-            remaining = self.deadline - time.monotonic()
-            where = f"{function}({describe_arguments(sent)}) in the toy's {part}"
-            if remaining <= 0:
-                raise CallFailed(Verdict.TIMEOUT, f"the toy experiment ran out of time before {where}")
-            observation = self.observe(
-                Call(function, sent, f"T3 {part}: {function}", wrt, bool(wrt)), min(self.call_timeout_s, remaining)
-            )
-            return self._output(observation, where, wrt, [kwargs[k] for k in wrt])
+    def _proxy(self, function: str, part: str) -> _Proxy:
+        return _Proxy(self, function, part)
 
-        call.__name__ = function
-        return call
+    def call(self, function: str, part: str, kwargs: dict[str, Any], cotangent: torch.Tensor | None) -> Any:
+        """One observed call of `function`; with a cotangent, `(pairing, output)` instead of the output."""
+        wrt = tuple(k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.requires_grad)
+        sent = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        self.calls += 1
+        remaining = self.deadline - time.monotonic()
+        where = f"{function}({describe_arguments(sent)}) in the toy's {part}"
+        if remaining <= 0:
+            raise CallFailed(Verdict.TIMEOUT, f"the toy experiment ran out of time before {where}")
+        backward: bool | torch.Tensor = bool(wrt) if cotangent is None else cotangent
+        observation = self.observe(
+            Call(function, sent, f"T3 {part}: {function}", wrt, backward), min(self.call_timeout_s, remaining)
+        )
+        inputs = [kwargs[k] for k in wrt]
+        if cotangent is None:
+            return self._output(observation, where, wrt, inputs)
+        return self._paired(observation, where, wrt, inputs, cotangent)
 
     def _output(self, observation: dict[str, Any], where: str, wrt: tuple[str, ...], inputs: list[torch.Tensor]) -> Any:
-        if "raised" in observation:
-            raise CallFailed(Verdict.ERROR, f"{where} raised {exception_text(observation['raised'])}")
-        desc = observation["output"]
-        output = _value(desc, where)
-        scalar, put_back = _first_scalar(output, desc)
+        output = _value(_described(observation, where), where)
+        scalar, put_back = _first_scalar(output, observation["output"])
         if scalar is None or not inputs:
             return output
-        if "backward_error" in observation:
-            error = observation["backward_error"]
+        return put_back(_differentiable(scalar, observation, where, wrt, inputs))
+
+    def _paired(
+        self,
+        observation: dict[str, Any],
+        where: str,
+        wrt: tuple[str, ...],
+        inputs: list[torch.Tensor],
+        cotangent: torch.Tensor,
+    ) -> tuple[torch.Tensor, Any]:
+        desc = _described(observation, where)
+        output = _value(desc, where)
+        first, first_desc = (output[0], desc["items"][0]) if isinstance(output, tuple) and output else (output, desc)
+        if not isinstance(first, torch.Tensor) or not first.is_floating_point():
+            raise CallFailed(Verdict.FAIL, f"{where} returned no floating tensor for the toy to differentiate")
+        if first.shape != cotangent.shape:
             raise CallFailed(
-                Verdict.ERROR, f"backward through {where} raised {error.get('type')}: {error.get('message')}"
+                Verdict.FAIL, f"{where} returned shape {list(first.shape)}, the toy expects {list(cotangent.shape)}"
             )
-        grads = observation.get("grads", {})
-        ordered = tuple(grads.get(name) for name in wrt)
-        return put_back(_Replayed.apply(scalar, ordered, *inputs))  # type: ignore[no-untyped-call]  # torch leaves it bare
+        pairing = (first * cotangent.to(first.dtype)).sum()  # 0-dim, the value the learner's side backpropagated
+        if not inputs:
+            return pairing, output
+        if not first_desc.get("has_grad_fn"):
+            raise CallFailed(
+                Verdict.FAIL,
+                f"{where} returned a tensor detached from the graph (no grad_fn): the toy takes its gradient with "
+                "respect to the arguments that require grad",
+            )
+        return _differentiable(pairing, observation, where, wrt, inputs), output
+
+
+class _Proxy:
+    """A contract function as a toy sees it: called like the function itself, or `paired` with a cotangent."""
+
+    def __init__(self, driver: Driver, function: str, part: str) -> None:
+        self.driver, self.function, self.part = driver, function, part
+        self.__name__ = function
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.driver.call(self.function, self.part, kwargs, None)
+
+    def paired(self, cotangent: torch.Tensor, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+        """`(sum of output * cotangent, output)`: the first, 0-dim, carries the function's own vector-Jacobian
+        product into the toy's graph; the output (its first item, for a tuple) must have the cotangent's shape."""
+        pairing, output = self.driver.call(self.function, self.part, kwargs, _checked_cotangent(cotangent))
+        return pairing, output
+
+
+def _checked_cotangent(cotangent: Any) -> torch.Tensor:
+    """A plain copy of a toy's cotangent; ToyMisuse unless it is a finite, dense float tensor of bounded size."""
+    if type(cotangent) is not torch.Tensor or cotangent.layout != torch.strided or cotangent.device.type != "cpu":
+        raise ToyMisuse(f"a cotangent must be a dense CPU torch.Tensor, got {type(cotangent).__name__}")
+    if not cotangent.is_floating_point() or cotangent.numel() > MAX_ELEMENTS:
+        raise ToyMisuse(f"a cotangent must be floating with at most {MAX_ELEMENTS} elements")
+    if not bool(cotangent.isfinite().all()):
+        raise ToyMisuse("a cotangent must be finite")
+    return cotangent.detach().clone()
+
+
+def _described(observation: dict[str, Any], where: str) -> dict[str, Any]:
+    """The output description of an observation; CallFailed when the call raised."""
+    if "raised" in observation:
+        raise CallFailed(Verdict.ERROR, f"{where} raised {exception_text(observation['raised'])}")
+    desc: dict[str, Any] = observation["output"]
+    return desc
+
+
+def _differentiable(
+    value: torch.Tensor, observation: dict[str, Any], where: str, wrt: tuple[str, ...], inputs: list[torch.Tensor]
+) -> torch.Tensor:
+    """`value` spliced into the driver's graph with the gradients observed next to the call."""
+    if "backward_error" in observation:
+        error = observation["backward_error"]
+        raise CallFailed(Verdict.ERROR, f"backward through {where} raised {error.get('type')}: {error.get('message')}")
+    grads = observation.get("grads", {})
+    ordered = tuple(grads.get(name) for name in wrt)
+    spliced: torch.Tensor = _Replayed.apply(value, ordered, *inputs)  # type: ignore[no-untyped-call]  # torch leaves it bare
+    return spliced
 
 
 def run_experiment(

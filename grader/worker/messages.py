@@ -30,7 +30,9 @@ class CallRequest(TypedDict):
     function: str
     kwargs: dict[str, Any]
     requires_grad: list[str]
-    backward: bool
+    # False; True: backward from the output; a tensor (checked by `read_call` by its type alone, torch being
+    # out of reach here): the output's cotangent, backward from output * cotangent
+    backward: Any
 
 
 class CallsRequest(TypedDict):
@@ -103,9 +105,18 @@ def _require(held: Any, kind: type | tuple[type, ...], where: str) -> Any:
     return held
 
 
+def _is_tensor(held: Any) -> bool:
+    """Whether `held` is a plain torch.Tensor, the one type a frame decodes a tensor to; no subclass."""
+    kind = type(held)
+    return kind.__module__ == "torch" and kind.__qualname__ == "Tensor"
+
+
 def read_call(raw: Any, where: str = "call") -> CallRequest:
     """One call request, its fields checked; ValueError otherwise."""
     _require(raw, dict, where)
+    backward = raw.get("backward")
+    if not isinstance(backward, bool) and not _is_tensor(backward):
+        raise ValueError(f"{where}.backward is neither a bool nor a cotangent tensor")
     requires_grad = _require(raw.get("requires_grad"), list, f"{where}.requires_grad")
     kwargs = _require(raw.get("kwargs"), dict, f"{where}.kwargs")
     for name in [*requires_grad, *kwargs]:
@@ -114,7 +125,7 @@ def read_call(raw: Any, where: str = "call") -> CallRequest:
         "function": _require(raw.get("function"), str, f"{where}.function"),
         "kwargs": kwargs,
         "requires_grad": requires_grad,
-        "backward": _require(raw.get("backward"), bool, f"{where}.backward"),
+        "backward": backward,
     }
 
 

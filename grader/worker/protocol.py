@@ -306,14 +306,23 @@ def _prepare_inputs(kwargs: Mapping[str, Any], requires_grad: list[str]) -> dict
     return inputs
 
 
-def _backward(output: Any, inputs: Mapping[str, Any], requires_grad: list[str]) -> dict[str, Any]:
-    """Backward from the output, or from the first item of a returned tuple (a loss returned with statistics)."""
+def _backward(
+    output: Any, inputs: Mapping[str, Any], requires_grad: list[str], backward: bool | torch.Tensor
+) -> dict[str, Any]:
+    """Backward from the output, or from the first item of a returned tuple (a loss returned with statistics):
+    from its sum, or with `backward` a cotangent, from the sum of output * cotangent (`output.backward(cotangent)`),
+    which gives the vector-Jacobian product of a non-scalar output."""
     if isinstance(output, (tuple, list)) and output and type(output[0]) is torch.Tensor:
         output = output[0]
     if type(output) is not torch.Tensor:
         return {"backward_error": {"type": "TypeError", "bases": ["TypeError"], "message": "output is not a Tensor"}}
     try:
-        (output if output.dim() == 0 else output.sum()).backward()
+        if type(backward) is torch.Tensor:
+            if output.shape != backward.shape:
+                raise ValueError(f"the output has shape {list(output.shape)}, its cotangent {list(backward.shape)}")
+            output.backward(backward.to(output.dtype))
+        else:
+            (output if output.dim() == 0 else output.sum()).backward()
     except BaseException as exc:  # any failure of backward is an observation
         return {"backward_error": describe_exception(exc)}
     grads = {}
@@ -327,12 +336,13 @@ def observe_call(
     function: Callable[..., Any],
     kwargs: Mapping[str, Any],
     requires_grad: list[str],
-    backward: bool,
+    backward: bool | torch.Tensor,
     source: str | None = None,
 ) -> dict[str, Any]:
     """Call `function(**kwargs)` and record what came back, what backward gave, and the inputs after.
 
-    `source` names the learner's file, whose frames an exception's description then lists."""
+    `backward`: False, True (backward from the output), or the output's cotangent (backward from output *
+    cotangent). `source` names the learner's file, whose frames an exception's description then lists."""
     inputs = _prepare_inputs(kwargs, requires_grad)
     observation: dict[str, Any] = {}
     try:
@@ -341,8 +351,8 @@ def observe_call(
         observation["raised"] = describe_exception(exc, source)
     else:
         observation["output"] = describe(output)
-        if backward:
-            observation.update(_backward(output, inputs, requires_grad))
+        if backward is not False:
+            observation.update(_backward(output, inputs, requires_grad, backward))
     observation["inputs_after"] = {
         name: value.detach() for name, value in inputs.items() if type(value) is torch.Tensor
     }

@@ -50,8 +50,10 @@ def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
 
 def gates_call(logits: Tensor, top_k: Any, replay: Tensor | None = None, score: object = "softmax",
                bias: Tensor | None = None, scaling: float | None = None, note: str = "",
-               requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None) -> Call:
-    """One call; `score=OMIT` leaves score_function out, and a None option is left out as well."""
+               requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None,
+               cotangent: Tensor | None = None) -> Call:
+    """One call; `score=OMIT` leaves score_function out, and a None option is left out as well. Backward runs
+    from the gates' sum when an input requires grad, or from gates * `cotangent` when one is given."""
     kwargs: dict[str, Any] = {"router_logits": logits, "top_k": top_k}
     shown = []
     if replay is not None:
@@ -68,8 +70,9 @@ def gates_call(logits: Tensor, top_k: Any, replay: Tensor | None = None, score: 
         shown.append(f"scaling {scaling:.3g}")
     tokens, experts = logits.shape if logits.dim() == 2 else (0, 0)
     label = f"{_name(logits.dtype)} T={tokens} E={experts} k={top_k}, {', '.join(shown) or 'defaults'}"
+    backward: bool | Tensor = bool(requires_grad) if cotangent is None else cotangent
     return Call(FUNCTION, kwargs, label + (f": {note}" if note else ""), requires_grad=requires_grad,
-                backward=bool(requires_grad), hidden=hidden, group=group)
+                backward=backward, hidden=hidden, group=group)
 
 
 # ---------------------------------------------------------------- logits, biases and replays
@@ -494,7 +497,9 @@ def bf16_upcast(g: torch.Generator) -> list[Call]:
 
 def gate_gradients(g: torch.Generator) -> list[Call]:
     """backward of gates.sum(): the sigmoid gate of k = 1 and the eps regime of k > 1 carry a gradient; the
-    normalized rules sum to a constant, so their gradient is zero yet connected; the bias receives none."""
+    normalized rules sum to a constant, so their gradient is zero yet connected; the bias receives none. The
+    softmax case backpropagates a random cotangent instead, whose gradient a normalized rule does not cancel: a
+    graph cut from the logits, or one that reaches experts off the route, shows there."""
     calls = []
     grad = ("router_logits",)
     for dtype in DTYPES:
@@ -506,7 +511,9 @@ def gate_gradients(g: torch.Generator) -> list[Call]:
         logits, top_k, bias = _small(g, dtype, "sigmoid", with_bias=True)
         calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, requires_grad=(*grad, "expert_bias")))
         logits, top_k, _ = _small(g, dtype)
-        calls.append(gates_call(logits, top_k, scaling=1.5, requires_grad=grad))
+        cotangent = torch.randn(logits.shape, generator=g, dtype=F64).to(dtype)  # [T, E]
+        calls.append(gates_call(logits, top_k, scaling=1.5, requires_grad=grad, cotangent=cotangent,
+                                note="backward of gates * a random cotangent"))
     # float64 only: in float32 the squared denominator of the eps regime is subnormal
     tokens, experts = _randint(g, 3, 6), _randint(g, 5, 8)
     logits = draw_logits(g, tokens, experts, 2, F64, "sigmoid")

@@ -13,7 +13,10 @@ shifted by s * DIRECTION (s = 0.02 gives (0.02, -0.02, 0.01, -0.01)); the traine
 and its experts see x + 1e-3, a small same-route numerical difference. Without replay the trainer picks its own
 top-2, which differs from the rollout's near the points where two logits cross, and F jumps there; replaying
 the rollout's experts (the trainer's gates computed from its own logits on them) leaves only the same-route
-difference. The analytic gradient curves are computed privately and are the same for every submission.
+difference. The third part takes dF/du with autograd through the learner's own gates: the function is called
+with `paired`, which runs `gates.backward(experts)` next to the call, so a gate rule whose values are right and
+whose graph is cut, or reaches logits it should not, gives other curves. The analytic gradient curves are
+computed privately and are the same for every submission.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ SWEEP_POINTS = 2001
 SWEEP_DECADES = (-4.0, -1.0)  # the sweep's scales run from 1e-4 to 1e-1
 SWEEP_STEPS = 30  # ten per decade, plus BASE_SCALE itself
 GRADIENT_POINTS = 41
-FD_STEP = 1e-6  # central differences of the gates: the replayed route is fixed, so F is smooth in the logits
 TIE_GAP = 1e-9  # a point whose 2nd and 3rd logits are closer than this is moved: no ties at the k-th place
 
 Gates = Callable[..., Any]
@@ -220,21 +222,20 @@ def analytic_gradient(x: Tensor, replay: Tensor) -> Tensor:
 
 
 def replay_gradient(rng: torch.Generator, routed_gates: Gates) -> dict[str, Tensor]:
-    """dF_train/du_j under replay, by central differences of the learner's gates, at a few points."""
+    """dF_train/du_j under replay, by autograd through the learner's gates, at a few points."""
     x = _grid(rng, GRADIENT_POINTS)
     order = torch.randperm(EXPERTS, generator=rng)
     _, rollout_map = _route(routed_gates, router_logits(x, BASE_SCALE)[:, order])
     replay = replay_of(rollout_map, rng)  # [N, 2] in the learner's column order
-    logits = router_logits(x, 0.0)[:, order]  # [N, 4]
-    steps = torch.cat([torch.zeros(1, EXPERTS, dtype=DTYPE), FD_STEP * torch.eye(EXPERTS, dtype=DTYPE),
-                       -FD_STEP * torch.eye(EXPERTS, dtype=DTYPE)])  # [9, 4]: none, +h e_j, -h e_j
-    nudged = (logits[:, None, :] + steps[None]).reshape(-1, EXPERTS)  # [N * 9, 4]
-    gates, _ = _route(routed_gates, nudged, replay.repeat_interleave(steps.shape[0], dim=0))
-    experts = expert_outputs(x + INPUT_SHIFT)[:, order].repeat_interleave(steps.shape[0], dim=0)
-    output = layer_output(gates, experts).reshape(-1, steps.shape[0])  # [N, 9]
-    numeric = (output[:, 1:1 + EXPERTS] - output[:, 1 + EXPERTS:]) / (2 * FD_STEP)  # [N, 4], learner's columns
-    canonical = torch.empty_like(numeric)
-    canonical[:, order] = numeric  # back to the canonical expert order
+    logits = router_logits(x, 0.0)[:, order].requires_grad_(True)  # [N, 4]
+    experts = expert_outputs(x + INPUT_SHIFT)[:, order]  # [N, 4]: dF/dg, the cotangent of the gates
+    # the sum over tokens of F = sum_i g_i E_i: each token's F depends on its own logits only
+    total, output = routed_gates.paired(experts, router_logits=logits.clone(), top_k=TOP_K,
+                                        score_function="softmax", replay_idx=replay.clone())
+    _checked(output, x.shape[0])
+    (grad,) = torch.autograd.grad(total, logits, materialize_grads=True)  # [N, 4], learner's columns; 0 if unused
+    canonical = torch.empty_like(grad)
+    canonical[:, order] = grad  # back to the canonical expert order
     exact = analytic_gradient(x, order[replay])
     series = {"grad_x": x}
     for j in range(EXPERTS):

@@ -6,23 +6,19 @@ The judge runs every part of PARTS as `part(rng, score_centering_loss=...)`, on 
 `rng` is seeded by the grading seed: the advantage, the vocabulary's order, a shift of the logits and the
 bandit's distributions and rewards change from seed to seed, so no series can be replayed from another seed's run.
 
-The loss comes back per row and without its gradient (the judge hands a toy the gradient of a 0-dim loss only),
-so the curves are built from loss values; the gradient the function sends on these same inputs is graded by
-the problem's `toy_gradients` check, with autograd. Every row is one sampled token y at the same prefix, so for
-a head H and the row's advantage A_y:
+The loss comes back per row. Each call is `paired` with the sampler's q as the cotangent of the [V] losses, so
+the toy receives sum_y q_y loss(y), differentiable in the prefix's logits through the function's own graph: its
+gradient, taken with autograd, is the expected gradient E_q[grad loss] that the curves show. A loss whose values
+are right and whose gradient is not (a weight or a residual left attached) gives other curves. The tail
+coefficient is read back from the loss values, for its plot only: every row is one sampled token y at the same
+prefix, so for a head H and the row's advantage A_y,
 
     loss(y) = -A_y (w_y log p_y - S_H),   S_H = sum_{v in H} residual_v log p_v.
 
-With an empty head, S = 0 and each row gives the weight w_y = -loss(y) / (A_y log p_y). With head H, the rows
-give S_H, and since residual_v = q_v w_v - alpha' p_v (w_v being the weight of token v, read above), they give
-the tail coefficient alpha' = (sum_H q_v w_v log p_v - S_H) / sum_H p_v log p_v. The expected gradient of the
-contract's loss with respect to the logits follows, with s_v = e_v - p the score of token v:
-
-    E_q[grad loss] = -(sum_y q_y A_y w_y s_y - E_q[A] sum_{v in H} residual_v s_v).
-
-A loss that is not of the contract's form gives other weights or another alpha', and so other curves. Series
-named ``bandit_q``, ``bandit_on_policy`` and ``sweep_k*`` / ``bandit_step`` are fixed axes and baselines, never
-compared.
+With an empty head each row gives the weight w_y = -loss(y) / (A_y log p_y); with head H the rows give S_H, and
+since residual_v = q_v w_v - alpha' p_v, the tail coefficient alpha' = (sum_H q_v w_v log p_v - S_H) /
+sum_H p_v log p_v. Series named ``bandit_q``, ``bandit_on_policy`` and ``sweep_k*`` / ``bandit_step`` are fixed
+axes and baselines, never compared.
 """
 
 from __future__ import annotations
@@ -66,15 +62,19 @@ def _losses(output: object, rows: int) -> Tensor:
     return output.detach().to(DTYPE)
 
 
-def _call(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: Tensor, mode: tuple) -> Tensor:
-    """Losses of every token y of the vocabulary sampled at the prefix `logits` [V], head `head`, row y with the
-    advantage advantage[y]: [V]."""
+def _call(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: Tensor,
+          mode: tuple) -> tuple[Tensor, Tensor]:
+    """Every token y of the vocabulary sampled at the prefix `logits` [V], head `head`, row y with the advantage
+    advantage[y]: (E_q[grad loss] with respect to the prefix's logits [V], by autograd through the function, and
+    the losses [V])."""
     vocab = logits.shape[0]
     name, low, high = mode
     ids = torch.tensor(head, dtype=torch.long)
     log_q = torch.log(q)  # [V]
-    output = loss(
-        logits=logits[None, :].expand(vocab, vocab).clone(),
+    prefix = logits.detach().clone().requires_grad_(True)  # [V], shared by every row
+    expected, output = loss.paired(
+        q,  # the cotangent of the [V] losses: row y weighted by its probability under the sampler
+        logits=prefix[None, :].expand(vocab, vocab).clone(),
         tokens=torch.arange(vocab),
         rollout_logp=log_q.clone(),
         head_ids=ids[None, :].expand(vocab, len(head)).clone(),
@@ -83,31 +83,23 @@ def _call(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: Ten
         mask=torch.ones(vocab, dtype=torch.bool),
         mode=name, low=low, high=high,
     )
-    return _losses(output, vocab)
+    losses = _losses(output, vocab)
+    (gradient,) = torch.autograd.grad(expected, prefix, materialize_grads=True)  # [V]; 0 if cut from the graph
+    return gradient, losses
 
 
-def _read_weights(loss: Loss, logits: Tensor, q: Tensor, advantage: Tensor, mode: tuple) -> Tensor:
-    """w_y for every token [V], from losses with an empty head: loss(y) = -A w_y log p_y."""
+def _weights(losses: Tensor, logits: Tensor, advantage: Tensor) -> Tensor:
+    """w_y for every token [V], from the losses of an empty head: loss(y) = -A w_y log p_y."""
+    return -losses / (advantage * torch.log_softmax(logits, dim=0))
+
+
+def _tail_coefficient(losses: Tensor, logits: Tensor, q: Tensor, head: list[int], advantage: Tensor,
+                      weights: Tensor) -> float:
+    """alpha' from the losses of head `head`: S_H averaged over the sampled tokens with weights q, then solved."""
     logp = torch.log_softmax(logits, dim=0)
-    return -_call(loss, logits, q, [], advantage, mode) / (advantage * logp)
-
-
-def _read_head_sum(loss: Loss, logits: Tensor, q: Tensor, head: list[int], advantage: Tensor, mode: tuple,
-                   weights: Tensor) -> float:
-    """S_H = sum_H residual_v log p_v, averaged over the sampled tokens with weights q."""
-    logp = torch.log_softmax(logits, dim=0)
-    per_row = _call(loss, logits, q, head, advantage, mode) / advantage + weights * logp  # [V]
-    return float((q * per_row).sum())
-
-
-def _expected_gradient(logits: Tensor, q: Tensor, head: list[int], advantage: Tensor, weights: Tensor,
-                       residual: Tensor) -> Tensor:
-    """E_q[grad loss] with respect to the logits [V]; `residual` is [k], aligned with `head`."""
-    p = torch.softmax(logits, dim=0)
-    scores = torch.eye(logits.shape[0], dtype=DTYPE) - p[None, :]  # [V, V]: row v is s_v = e_v - p
-    sampled = (q * advantage * weights) @ scores  # [V]
-    centring = residual @ scores[head] if head else torch.zeros_like(p)  # [V]
-    return -(sampled - (q * advantage).sum() * centring)
+    head_sum = float((q * (losses / advantage + weights * logp)).sum())
+    weighted_q = q[head] * weights[head]  # [k]
+    return (float((weighted_q * logp[head]).sum()) - head_sum) / float((logp[head].exp() * logp[head]).sum())
 
 
 # ---------------------------------------------------------------- part 1: the head sweep
@@ -125,22 +117,16 @@ def head_sweep(rng: torch.Generator, score_centering_loss: Loss) -> dict[str, Te
     logits[order] = torch.tensor(LOGITS, dtype=DTYPE) + shift
     q[order] = torch.tensor(Q, dtype=DTYPE)
     ranked = [int(order[v]) for v in sorted(range(vocab), key=lambda v: (-Q[v], v))]
-    logp = torch.log_softmax(logits, dim=0)
-    p = logp.exp()
     series: dict[str, Tensor] = {"sweep_k": torch.arange(vocab + 1, dtype=DTYPE),
                                  "sweep_k_head": torch.arange(1, vocab + 1, dtype=DTYPE)}
     for name, mode in SWEEP_MODES.items():
-        weights = _read_weights(score_centering_loss, logits, q, advantage, mode)
-        norms = [float(_expected_gradient(logits, q, [], advantage, weights, torch.zeros(0, dtype=DTYPE)).norm())]
-        alphas = []
+        gradient, losses = _call(score_centering_loss, logits, q, [], advantage, mode)
+        weights = _weights(losses, logits, advantage)
+        norms, alphas = [float(gradient.norm())], []
         for k in range(1, vocab + 1):
-            head = ranked[:k]
-            head_sum = _read_head_sum(score_centering_loss, logits, q, head, advantage, mode, weights)
-            weighted_q = q[head] * weights[head]  # [k]
-            alpha_prime = (float((weighted_q * logp[head]).sum()) - head_sum) / float((p[head] * logp[head]).sum())
-            residual = weighted_q - alpha_prime * p[head]
-            norms.append(float(_expected_gradient(logits, q, head, advantage, weights, residual).norm()))
-            alphas.append(alpha_prime)
+            gradient, losses = _call(score_centering_loss, logits, q, ranked[:k], advantage, mode)
+            norms.append(float(gradient.norm()))
+            alphas.append(_tail_coefficient(losses, logits, q, ranked[:k], advantage, weights))
         series[f"sweep_{name}"] = torch.tensor(norms, dtype=DTYPE) / size  # per unit of |A|, as the statement's table
         series[f"alpha_{name}"] = torch.tensor(alphas, dtype=DTYPE)
     return series
@@ -152,15 +138,8 @@ def head_sweep(rng: torch.Generator, score_centering_loss: Loss) -> dict[str, Te
 def _bandit_step(loss: Loss, logits: Tensor, q: Tensor, rewards: Tensor, centred: bool) -> Tensor:
     """One exact expected gradient step on the two logits, action y rewarded rewards[y]; the centred loss uses the
     head {action 0}, a one-token tail, so its reconstruction of q is exact."""
-    mode = ("none", None, None)
-    weights = _read_weights(loss, logits, q, rewards, mode)
-    head = [0] if centred else []
-    residual = torch.zeros(0, dtype=DTYPE)
-    if centred:
-        # one head slot: S = residual_0 log p_0, no model needed
-        residual = torch.tensor([_read_head_sum(loss, logits, q, head, rewards, mode, weights)], dtype=DTYPE)
-        residual = residual / torch.log_softmax(logits, dim=0)[0]
-    return logits - BANDIT_LR * _expected_gradient(logits, q, head, rewards, weights, residual)
+    gradient, _ = _call(loss, logits, q, [0] if centred else [], rewards, ("none", None, None))
+    return logits - BANDIT_LR * gradient
 
 
 def _on_policy_step(logits: Tensor, rewards: Tensor) -> Tensor:

@@ -252,6 +252,25 @@ def test_gradient_under_replay_is_the_analytic_one(reference_toy: dict[str, torc
     assert bool((on_route == 2).all())  # two selected experts carry gradient, the other two exactly none
 
 
+GRADIENT_SERIES = [f"grad_e{j}" for j in range(4)]
+
+
+def test_the_replay_gradient_is_taken_through_the_gates_graph(
+    problem: Problem, reference_toy: dict[str, torch.Tensor]
+) -> None:
+    """Gates with the reference's values and a cut or a straight-through graph lose the gradient curves and only
+    them: the toy differentiates the learner's gates, not their values."""
+    detached = _toy(problem, _wrong(problem, "detached_gates"), problem.spec.public_seed)
+    assert not set(GRADIENT_SERIES) & set(detached)
+    torch.testing.assert_close(detached["log_max_diff_replay"], reference_toy["log_max_diff_replay"])
+    straight = _toy(problem, _wrong(problem, "straight_through_gates"), problem.spec.public_seed)
+    for name, value in reference_toy.items():
+        if name in GRADIENT_SERIES:
+            assert float((straight[name] - value).abs().max()) > 0.1, name
+        else:
+            torch.testing.assert_close(straight[name], value, rtol=0, atol=1e-12, equal_nan=True)
+
+
 # ---------------------------------------------------------------- end to end, through the CLI
 
 
