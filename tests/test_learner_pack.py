@@ -557,6 +557,11 @@ def _significant_bits(flat: torch.Tensor) -> torch.Tensor:
     mantissa = flat.view(SAME_SIZE_INT[flat.element_size()]).to(torch.int64) & ((1 << bits) - 1)
     lowest = torch.log2((mantissa & -mantissa).double()).round().to(torch.int64)
     significant = torch.where(mantissa == 0, 0, bits - lowest)
+    # a subnormal has no implicit leading bit: it carries only the bits from its highest set one down (the bytes
+    # of a small integer read as floats are subnormals, and carry a few bits, not the whole mantissa)
+    highest = torch.log2(mantissa.clamp(min=1).double()).floor().to(torch.int64)
+    subnormal = (flat != 0) & (flat.abs() < torch.finfo(flat.dtype).tiny)
+    significant = torch.where(subnormal, highest - lowest + 1, significant)
     return torch.where(flat.isfinite(), significant, 0)
 
 
