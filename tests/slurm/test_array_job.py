@@ -159,6 +159,12 @@ def _dashboard(path: Path) -> str:
     return text
 
 
+def _ended(course: Course, task: str) -> str:
+    """Why a task ended before the test could act on it: its log's last lines."""
+    log = course.root / "logs" / f"grade-{task}.out"
+    return f"{task} ended early:\n" + (log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)")
+
+
 def _merge_by_hand(course: Course) -> subprocess.CompletedProcess[str]:
     """merge.sbatch run as a shell script, outside Slurm, as someone impatient would."""
     env = {**course.env, "SLURM_SUBMIT_DIR": str(course.root)}
@@ -218,7 +224,12 @@ def array_run(cluster: Cluster, course: Course, tmp_path_factory: pytest.TempPat
         grade = re.split(r"[_(]", cluster.job(merge.group(1))["Dependency"].split(":")[1])[0]  # afterok:7_*(...)
         killed = f"{grade}_{KILLED_TASK}"
         stems = [f.stem for f in Shard(KILLED_TASK, TASKS).select(course.files)]
-        cluster.wait(lambda: _reports(course.out, stems) >= 1, f"task {killed}'s first report", CLASS_TIMEOUT_S)
+        cluster.wait(
+            lambda: _reports(course.out, stems) >= 1 or _finished(cluster, killed),
+            f"task {killed}'s first report",
+            CLASS_TIMEOUT_S,
+        )
+        assert not _finished(cluster, killed), _ended(course, killed)
         killed_after = _reports(course.out, stems)
         cluster.run("scancel", killed)
         tasks = [f"{grade}_{k}" for k in range(TASKS)]
@@ -303,7 +314,12 @@ def test_a_task_out_of_memory_holds_the_merge_until_rerun_twice_and_requeued(
     rerun = course.sbatch(cluster, f"--array={task}", "grade.sbatch")
     merge = course.sbatch(cluster, f"--dependency=afterok:{rerun}", "merge.sbatch")
     requeued = f"{rerun}_{task}"
-    cluster.wait(lambda: _rewritten(course, stems, since) >= 1, f"{requeued}'s first report", CLASS_TIMEOUT_S)
+    cluster.wait(
+        lambda: _rewritten(course, stems, since) >= 1 or _finished(cluster, requeued),
+        f"{requeued}'s first report",
+        CLASS_TIMEOUT_S,
+    )
+    assert not _finished(cluster, requeued), _ended(course, requeued)
     cluster.run("scontrol", "requeue", requeued)
     cluster.wait(lambda: _state(cluster, requeued) == "PENDING", f"{requeued} requeued", 120)
     cluster.run("scontrol", "update", f"JobId={requeued}", "StartTime=now")  # skip the requeue's hold-off
