@@ -206,7 +206,9 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     gradescope.add_argument("--out", type=Path, help="default artifacts/gradescope/ID.zip")
 
     merge = commands.add_parser(
-        "merge", help="join the --out folders of grade-all shards into one class summary", epilog=EPILOG
+        "merge",
+        help="join the --out folders of grade-all shards into one class summary, once every shard has finished",
+        epilog=EPILOG,
     )
     merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="grade-all --shard output folders")
     merge.add_argument("--out", type=Path, help="where summary.csv and index.html go (default: the first DIR)")

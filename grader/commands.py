@@ -397,8 +397,10 @@ def cmd_grade_all(args: argparse.Namespace) -> ExitCode:
     out = args.out or artifacts_dir() / problem.id
     if shard is not None:
         files = shard.select(files)
+        # gone until this run finishes: `merge` takes a shard without its summary for one killed mid-grade
+        shard.summary(out).unlink(missing_ok=True)
         if not files:
-            out.mkdir(parents=True, exist_ok=True)  # `merge` reads every shard's folder, an empty one too
+            write_summary([], shard.summary(out))  # `merge` expects every shard's summary, an empty one too
             print(f"shard {shard}: no submission of {folder} falls in this slice; nothing to grade")
             return ExitCode.OK
     seed = problem.grading_seeds[0] if args.seed is None else args.seed
@@ -536,7 +538,7 @@ def _shard_of(args: argparse.Namespace) -> Shard | None:
 
 def _finish_shard(reports: list[Report], out: Path, shard: Shard) -> ExitCode:
     """A shard writes its own summary aside; the class summary and dashboard wait for `merge`."""
-    summary = out / "shards" / f"shard-{shard.index}-of-{shard.count}.csv"
+    summary = shard.summary(out)
     failed = _each([lambda: write_summary(reports, summary), lambda: print_class_table(reports, summary)])
     return ExitCode.JUDGE_ERROR if failed else exit_code(reports)
 

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import PROBLEM, ROOT, SAMPLES, TRIVIAL
 
+from grader import commands
 from grader.cli import main
-from grader.course.shards import USAGE, Shard, ShardError, collect, parse_shard
+from grader.course.shards import USAGE, Shard, ShardError, collect, parse_shard, require_every_shard
 from grader.model.verdicts import ExitCode
+from grader.outputs.report import Report
 
 SOURCES = {
     "correct_compact": SAMPLES / "correct_compact.py",
@@ -93,7 +95,40 @@ def test_an_empty_slice_grades_nothing_and_succeeds(run_main, tmp_path: Path) ->
         "1/2",
     )
     assert code == ExitCode.OK and "nothing to grade" in out
-    assert (tmp_path / "out").is_dir() and not list((tmp_path / "out").iterdir())
+    written = [p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert written == [Path("shards/shard-1-of-2.csv")], "no report, but the mark that this shard finished"
+    assert len(_rows(tmp_path / "out" / "shards" / "shard-1-of-2.csv")) == 0
+
+
+def test_a_shard_removes_its_old_summary_before_grading(
+    run_main, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard killed mid-grade must leave no summary behind, not even one from an earlier run of it."""
+    (tmp_path / "subs").mkdir()
+    shutil.copyfile(SOURCES["trivial_zeros"], tmp_path / "subs" / "trivial_zeros.py")
+    stale = tmp_path / "out" / "shards" / "shard-0-of-1.csv"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("submission\nfrom_an_earlier_run.py\n")
+    seen: list[bool] = []
+
+    def killed_mid_grade(*args: object, **kwargs: object) -> list[Report]:
+        seen.append(stale.exists())
+        raise KeyboardInterrupt  # as a task killed by its scheduler ends, before writing anything more
+
+    monkeypatch.setattr(commands, "grade_many", killed_mid_grade)
+    with pytest.raises(KeyboardInterrupt):
+        run_main(
+            "grade-all",
+            "--problem",
+            PROBLEM,
+            "--submissions",
+            tmp_path / "subs",
+            "--out",
+            tmp_path / "out",
+            "--shard",
+            "0/1",
+        )
+    assert seen == [False] and not stale.exists()
 
 
 # ---------------------------------------------------------------------------------------------- shard, then merge
@@ -206,6 +241,43 @@ def test_merge_refuses_what_does_not_belong_together(runs: Runs, tmp_path: Path)
     (tmp_path / "broken" / "x" / "report.json").write_text("{")
     with pytest.raises(ShardError, match="not a readable report.json"):
         collect([tmp_path / "broken"])
+
+
+def test_merge_refuses_an_array_with_a_shard_missing(runs: Runs, run_main, tmp_path: Path) -> None:
+    """Shard 2 killed before it finished: merged by hand, the class would silently lack its submissions."""
+    killed = tmp_path / "killed"
+    shutil.copytree(runs.alone, killed)
+    Shard(2, SHARDS).summary(killed).unlink()  # what a shard killed mid-grade leaves: reports, no summary
+    code, out, err = run_main("merge", runs.shared, killed, "--out", tmp_path / "class")
+    assert code == ExitCode.USAGE and out == ""
+    assert err.count("\n") == 1, "one line"
+    assert f"1 of {SHARDS} shards did not finish" in err and f"2/{SHARDS};" in err
+    assert f"grade-all --shard K/{SHARDS}" in err and "sbatch --array=2 " in err
+    assert not (tmp_path / "class" / "summary.csv").exists() and not (tmp_path / "class" / "index.html").exists()
+    assert run_main("merge", runs.shared, runs.alone, "--out", tmp_path / "class")[0] == ExitCode.OK, "once rerun"
+
+
+def _summaries(folder: Path, *names: str) -> Path:
+    (folder / "shards").mkdir(parents=True)
+    for name in names:
+        (folder / "shards" / name).write_text("submission\n")
+    return folder
+
+
+def test_merge_names_every_missing_shard_and_refuses_mixed_arrays(tmp_path: Path) -> None:
+    done = [f"shard-{k}-of-30.csv" for k in (*range(0, 3), 5, *range(8, 13), 14)]
+    with pytest.raises(
+        ShardError,
+        match=r"20 of 30 shards did not finish .*: 3/30, 4/30, 6/30, 7/30, 13/30, 15/30, "
+        r"16/30, 17/30, 18/30, 19/30, \.\.\.; .*sbatch --array=3-4,6-7,13,15-29 ",
+    ):
+        require_every_shard([_summaries(tmp_path / "some", *done)])
+    with pytest.raises(ShardError, match="arrays of 2 and 3 shards: merge the shards of one run only"):
+        require_every_shard(
+            [_summaries(tmp_path / "mixed", "shard-0-of-2.csv", "shard-1-of-2.csv", "shard-0-of-3.csv")]
+        )
+    with pytest.raises(ShardError, match="no grade-all --shard run finished there"):
+        require_every_shard([_summaries(tmp_path / "none")])
 
 
 def test_merge_of_a_missing_folder_is_a_usage_error(run_main, tmp_path: Path) -> None:

@@ -48,6 +48,9 @@ def merge_time(home: Path) -> float:
         report = json.loads((target / "report.json").read_text())
         report["submission"] = f"learner_{k:04d}.py"
         (target / "report.json").write_text(json.dumps(report))
+    summary = Path("shards") / "shard-0-of-1.csv"  # the 1,000 stand for one finished shard: merge asks for its mark
+    (shards / summary).parent.mkdir()
+    shutil.copyfile(home / "one-out" / summary, shards / summary)
     return timed(sys.executable, "-m", "grader", "merge", str(shards))
 
 
