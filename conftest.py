@@ -90,7 +90,7 @@ def worker_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
         if "proofs" in getattr(item, "fixturenames", ()):
             params = getattr(item, "callspec", None)
             problem_id = params.params.get("problem_id") if params is not None else None
-            groups[item] = f"proofs-{problem_id or getattr(item.module, 'PROBLEM', PROBLEM)}"
+            groups[item] = f"proofs-{problem_id or getattr(getattr(item, 'module', None), 'PROBLEM', PROBLEM)}"
         else:
             groups[item] = "class-batches" if item.path in by_class else item.path.relative_to(ROOT).as_posix()
     return groups
