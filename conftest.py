@@ -96,7 +96,12 @@ def worker_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
     return groups
 
 
+# every test collected, before `-m` or `-k` leaves any out: what the groups' own tests check
+COLLECTED: list[pytest.Item] = []
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    COLLECTED[:] = items
     for item, group in worker_groups(items).items():
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
