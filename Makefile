@@ -74,12 +74,22 @@ grade: previews
 validate: setup
 	for p in $(PROBLEMS); do $(PY) -m grader validate --problem $$p --jobs $(JOBS) || exit $$?; done
 
+# pytest-xdist workers: the tests that read one graded batch share a worker (conftest.py's groups), so a batch is
+# still graded once; while one worker waits on a sandboxed worker's timeout or a CLI's start, the other runs.
+# TEST_WORKERS=0 runs every test in one process.
+TEST_WORKERS ?= 2
+ifeq ($(filter-out 0,$(TEST_WORKERS)),)
+PYTEST_WORKERS :=
+else
+PYTEST_WORKERS := -n $(TEST_WORKERS) --dist loadgroup
+endif
+
 test: setup lint typecheck
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_WORKERS)
 
 # every test that runs in process: no sandboxed worker, no CLI subprocess, no browser (the `e2e` marker, conftest.py)
 test-fast: setup
-	$(PY) -m pytest -q -m "not e2e"
+	$(PY) -m pytest -q -m "not e2e" $(PYTEST_WORKERS)
 
 # docs/batch.md's Slurm job array, run as printed on a single-node Slurm it starts and stops itself (root only; where
 # it cannot run it says so in one line and exits 77); `make test` leaves it out

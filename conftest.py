@@ -76,10 +76,36 @@ def is_e2e(item: pytest.Item) -> bool:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Session fixtures that grade a class: under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) the modules that
+# read one run in one worker, so each is still graded once per run and no module fixture of theirs twice.
+CLASS_BATCHES = frozenset({"sample_batch", "submission_batch", "markup_page"})
+
+
+def worker_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """Each test's xdist group: a problem's `proofs` batch (the costliest, one group per problem so that the workers
+    share them) with the tests that read it, the modules reading a class batch together, else its module."""
+    by_class = {item.path for item in items if not CLASS_BATCHES.isdisjoint(getattr(item, "fixturenames", ()))}
+    groups = {}
     for item in items:
+        if "proofs" in getattr(item, "fixturenames", ()):
+            params = getattr(item, "callspec", None)
+            problem_id = params.params.get("problem_id") if params is not None else None
+            groups[item] = f"proofs-{problem_id or getattr(getattr(item, 'module', None), 'PROBLEM', PROBLEM)}"
+        else:
+            groups[item] = "class-batches" if item.path in by_class else item.path.relative_to(ROOT).as_posix()
+    return groups
+
+
+# every test collected, before `-m` or `-k` leaves any out: what the groups' own tests check
+COLLECTED: list[pytest.Item] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    COLLECTED[:] = items
+    for item, group in worker_groups(items).items():
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -239,6 +265,37 @@ def sample_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sample_batch(run_cli, sample_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Batch:
     """Every sample (hostile, broken, correct) graded in one `grade-all` call with small limits."""
     return grade_folder(run_cli, sample_folder, tmp_path_factory.mktemp("graded") / "samples", *SMALL_LIMITS)
+
+
+# Learner text that would run or restyle a page if it were ever read as markup: the report page of `markup_page` holds
+# it in stdout, stderr and each check's message.
+MARKUP = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold] &amp; </pre>'
+MARKUP_SUBMISSION = f"""
+import sys
+
+PAYLOAD = {MARKUP!r}
+print("stdout " + PAYLOAD)
+print("stderr " + PAYLOAD, file=sys.stderr)
+
+
+def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
+    raise RuntimeError(PAYLOAD)
+
+
+def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
+    raise RuntimeError(PAYLOAD)
+"""
+
+
+@pytest.fixture(scope="session")
+def markup_page(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output folder of one `grade` of a submission whose output and exception messages carry `MARKUP`, read by
+    the page tests in process and by the browser tests in Chromium."""
+    base = tmp_path_factory.mktemp("markup")
+    (base / "mallory_inject.py").write_text(MARKUP_SUBMISSION)
+    result = run_cli("grade", base / "mallory_inject.py", "--problem", PROBLEM, "--out", base / "out")
+    assert result.returncode == 0, result.stdout + result.stderr  # its markup cannot break the terminal table
+    return base / "out"
 
 
 # ---------------------------------------------------------------------------------------------- hidden evidence

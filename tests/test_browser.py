@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROBLEM, SUBMISSIONS, Batch
+from conftest import MARKUP, SUBMISSIONS, Batch
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 REQUIRE_ENV = "PAPERLEET_REQUIRE_BROWSER"
@@ -42,22 +42,7 @@ os.dup2(write_end, 4)
 os.execv(sys.argv[3], sys.argv[3:])
 """
 
-PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold]'
-HOSTILE = f"""
-import sys
-
-PAYLOAD = {PAYLOAD!r}
-print("stdout " + PAYLOAD)
-print("stderr " + PAYLOAD, file=sys.stderr)
-
-
-def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
-    raise RuntimeError(PAYLOAD)
-
-
-def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
-    raise RuntimeError(PAYLOAD)
-"""
+PAYLOAD = MARKUP  # stdout, stderr and each check's message of `markup_page`'s report
 
 
 class BrowserError(Exception):
@@ -243,16 +228,6 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
     chromium.close()
 
 
-@pytest.fixture(scope="module")
-def hostile_out(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`grade` of a submission whose output and exception messages carry markup and script."""
-    base = tmp_path_factory.mktemp("hostile")
-    (base / "mallory_inject.py").write_text(HOSTILE)
-    result = run_cli("grade", base / "mallory_inject.py", "--problem", PROBLEM, "--out", base / "out")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return base / "out"
-
-
 def scores(batch: Batch) -> dict[str, float]:
     return {report["submission"]: report["score"] for report in batch.reports.values()}
 
@@ -317,8 +292,8 @@ def test_report_page_shows_every_check_and_loads_its_images(
     assert tab.errors() == [] and tab.external_requests() == []
 
 
-def test_learner_markup_is_shown_as_text_and_never_runs(browser: Chromium, hostile_out: Path) -> None:
-    tab = browser.open(hostile_out / "report.html")
+def test_learner_markup_is_shown_as_text_and_never_runs(browser: Chromium, markup_page: Path) -> None:
+    tab = browser.open(markup_page / "report.html")
     assert tab.js("window.injected") is None
     assert tab.js("document.querySelectorAll('script').length") == 0
     assert tab.js("Array.from(document.images).every(i => i.src.startsWith('data:image/png;base64,'))")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROBLEM, Batch
+from conftest import MARKUP, PROBLEM, Batch
 
 from grader.model.problem import Problem
 from grader.model.verdicts import Status
@@ -24,25 +24,10 @@ from grader.outputs.plots import preview_file
 from grader.outputs.report import Report
 from grader.text import submission_folder
 
-PAYLOAD = '<script>window.injected = 1</script><img src=x onerror="window.injected = 2"> [/bold] &amp; </pre>'
+PAYLOAD = MARKUP
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 )  # a 1x1 image
-HOSTILE = f"""
-import sys
-
-PAYLOAD = {PAYLOAD!r}
-print("stdout " + PAYLOAD)
-print("stderr " + PAYLOAD, file=sys.stderr)
-
-
-def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
-    raise RuntimeError(PAYLOAD)
-
-
-def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
-    raise RuntimeError(PAYLOAD)
-"""
 
 
 class Page(HTMLParser):
@@ -263,19 +248,10 @@ def test_missing_previews_are_drawn_from_the_reference(tmp_path: Path) -> None:
     assert reference_previews(problem, tmp_path)[first] == PNG
 
 
-@pytest.fixture(scope="module")
-def hostile_out(run_cli, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("hostile")
-    (base / "mallory_inject.py").write_text(HOSTILE)
-    result = run_cli("grade", base / "mallory_inject.py", "--problem", PROBLEM, "--out", base / "out")
-    assert result.returncode == 0, result.stdout + result.stderr  # its markup cannot break the terminal table
-    return base / "out"
-
-
-def test_grade_writes_a_safe_page_for_a_hostile_submission(hostile_out: Path) -> None:
-    report = Report.model_validate_json((hostile_out / "report.json").read_text())
+def test_grade_writes_a_safe_page_for_a_hostile_submission(markup_page: Path) -> None:
+    report = Report.model_validate_json((markup_page / "report.json").read_text())
     assert PAYLOAD in report.stdout and any(PAYLOAD in c.message for c in report.checks())
-    page = assert_safe((hostile_out / "report.html").read_text(), scripts=0)
+    page = assert_safe((markup_page / "report.html").read_text(), scripts=0)
     assert page.body_text.count(PAYLOAD) >= 3
 
 
