@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,12 @@ from test_problems import proofs  # noqa: F401 - a fixture: each problem graded 
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call
-from grader.judge.checks import CaseOutcome, Tally
-from grader.judge.compare import Outcome, compare_tensors, judge_case
+from grader.judge.checks import CaseOutcome, Tally, check_differential
+from grader.judge.compare import Outcome, compare_tensors
 from grader.judge.expectations import Expectations
 from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem, list_problems
-from grader.model.spec import CheckSpec, Tolerance
+from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict
 from grader.outputs.report import Report
 from grader.worker.protocol import describe, observe_call
@@ -115,16 +115,45 @@ FORGERS: dict[str, Forger] = {
 # ---------------------------------------------------------------------------------------------- scoring by hand
 
 
+class _Forged:
+    """A check's context whose learner answers every call with `forge`: the real check function scores it, with
+    every aspect it judges, per-call narrowing and check-level `responds` included."""
+
+    def __init__(self, problem: Problem, expectations: Expectations, forge: Forger) -> None:
+        self.problem, self.expect, self.forge = problem, expectations, forge
+
+    def cases(self, check: CheckSpec) -> list[Call]:
+        assert check.cases is not None
+        return self.expect.cases(check.cases)
+
+    def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]:
+        assert check.cases is not None
+        return self.expect.observation(check.expected, check.cases, index)
+
+    def expected_float32(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any] | None:
+        if check.cases is None or check.precision == "strict":
+            return None
+        return self.expect.lower_observation(check.expected, check.cases, index)
+
+    def observe_all(self, calls: list[Call]) -> Iterator[dict[str, Any]]:
+        for call in calls:
+            want = observe_call(
+                self.problem.reference[call.function], call.kwargs, list(call.requires_grad), call.backward
+            )
+            yield accept_observation(self.forge(call, want))
+
+    def functions(self) -> list[FunctionSpec]:
+        return self.problem.spec.functions
+
+    def tolerances(self) -> dict[str, Tolerance]:
+        return self.problem.tolerances
+
+    def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]:
+        return {}
+
+
 def _differential(problem: Problem, expectations: Expectations, check: CheckSpec, forge: Forger) -> float:
-    assert check.cases is not None
-    tolerances = problem.tolerances
-    outcomes = []
-    for index, call in enumerate(expectations.cases(check.cases)):
-        want = expectations.observation(check.expected, check.cases, index)
-        got = accept_observation(forge(call, want))
-        outcome = judge_case(call.function, call.kwargs, got, want, check.compare, tolerances)
-        outcomes.append(CaseOutcome(call.label, call.hidden, outcome, call.group))
-    return Tally(outcomes).result(check, 0.0).score
+    return check_differential(_Forged(problem, expectations, forge), check).result(check, 0.0).score  # type: ignore[arg-type]
 
 
 def _toy_series(problem: Problem, seed: int, forge: Forger) -> dict[str, torch.Tensor]:

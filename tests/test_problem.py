@@ -83,8 +83,9 @@ def test_missing_case_generator_is_named(tmp_path: Path) -> None:
     _copy_problem(tmp_path)
     spec = tmp_path / "problems" / PROBLEM / "problem.toml"
     text = spec.read_text()
-    assert 'id = "token_mean"\n' in text
-    spec.write_text(text.replace('id = "token_mean"\n', 'id = "token_mean"\ncases = "no_such_generator"\n'))
+    check = '[[checks]]\nid = "token_mean"\n'  # the check, not the clause of the same name
+    assert check in text
+    spec.write_text(text.replace(check, check + 'cases = "no_such_generator"\n'))
     with pytest.raises(SpecError, match="token_mean.*cases.py"):
         Problem(PROBLEM, root=tmp_path)
 
