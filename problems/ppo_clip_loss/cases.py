@@ -170,8 +170,8 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     lengths = torch.randint(1, cols + 1, (rows,), generator=g).tolist()
     positive, negative, empty = torch.randperm(rows, generator=g)[:3].tolist()
     lengths[positive], lengths[negative] = max(lengths[positive], 3), max(lengths[negative], 4)
-    if empty_row:
-        lengths[empty] = 0
+    # a third response is emptied, or at least left one position short, so every batch holds padding
+    lengths[empty] = 0 if empty_row else min(lengths[empty], cols - 1)
     low, high = BACKGROUND_LOG_RATIO
     ratios = [[math.exp(min(max(0.45 * float(torch.randn((), generator=g, dtype=F64)), low), high))
                for _ in range(n)] for n in lengths]
