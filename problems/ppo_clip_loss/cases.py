@@ -21,7 +21,6 @@ from grader.judge.cases import Call
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
 FUNCTION = "ppo_clip_loss"
-MASK_KINDS = ("bool", "float32", "int64", "float64", "uint8", "int32")
 OMIT = object()  # an option left out of the call, so the learner's default applies
 
 Widths = tuple[float, float]
@@ -148,47 +147,54 @@ def assemble(g: torch.Generator, advantages: Sequence[float], ratios: Sequence[S
 # ---------------------------------------------------------------- T1: random batches against the oracle
 
 RANDOM_SHAPES = [(3, 6), (4, 4), (5, 9), (7, 7), (12, 5), (8, 33), (16, 64), (32, 128)]
-# eps_low = 0 is probed by value_errors alone: a solution that refuses it is charged there, and nowhere else
-RANDOM_WIDTHS: list[Widths] = [(0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1), (0.05, 0.2), (0.25, 0.25)]
-RANDOM_DUAL_CLIPS: list[float | None] = [None, 3.0, 2.0, None, 10.0, 1.5]
+# Symmetric widths: which bound each width sets is asymmetric_eps's clause, and eps_low = 0 is probed by
+# value_errors alone, so a solution that swaps the widths or refuses eps_low = 0 is charged there and nowhere else.
+RANDOM_WIDTHS: list[Widths] = [(0.2, 0.2), (0.1, 0.1), (0.3, 0.3), (0.25, 0.25), (0.15, 0.15)]
+RANDOM_DUAL_CLIPS: list[float] = [3.0, 2.0, 10.0, 1.5]
+# Ratios of the background tokens stay below 2.5: with no dual clip, a cap left on at 3 (verl's default) is
+# the dual_clip_off clause's to charge, never the oracle's.
+BACKGROUND_LOG_RATIO = (-1.5, 0.9)
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, eps: Widths,
-                 dual_clip: float | None) -> Batch:
+                 dual_clip: float | None, empty_row: bool = False) -> Batch:
     """Random ragged batch (B >= 3, L >= 4) in which every branch of the loss is taken at least once.
 
     One response with A > 0 holds a token above 1 + eps_high (clipped), one below 1 - eps_low (unclipped)
     and one inside; one with A < 0 holds a token below 1 - eps_low (clipped), one between 1 + eps_high and
-    the dual clip (unclipped) and one beyond the dual clip (capped when it is on); one response is empty.
+    the dual clip (unclipped) and, when the dual clip is on, one beyond it (capped). Every response holds a
+    valid token unless `empty_row`, which empties one.
     """
     rows, cols = shape
     at = Regions(g, eps, dual_clip)
-    lengths = torch.randint(0, cols + 1, (rows,), generator=g).tolist()
+    lengths = torch.randint(1, cols + 1, (rows,), generator=g).tolist()
     positive, negative, empty = torch.randperm(rows, generator=g)[:3].tolist()
-    lengths[positive], lengths[negative], lengths[empty] = max(lengths[positive], 3), max(lengths[negative], 4), 0
-    ratios = [[math.exp(0.45 * float(torch.randn((), generator=g, dtype=F64))) for _ in range(n)] for n in lengths]
+    lengths[positive], lengths[negative] = max(lengths[positive], 3), max(lengths[negative], 4)
+    # a third response is emptied, or at least left one position short, so every batch holds padding
+    lengths[empty] = 0 if empty_row else min(lengths[empty], cols - 1)
+    low, high = BACKGROUND_LOG_RATIO
+    ratios = [[math.exp(min(max(0.45 * float(torch.randn((), generator=g, dtype=F64)), low), high))
+               for _ in range(n)] for n in lengths]
     ratios[positive][:3] = [at.above(), at.below(), at.inside()]
-    ratios[negative][:4] = [at.below(), at.above(), at.beyond(), at.inside()]
+    ratios[negative][:4] = [at.below(), at.above(), at.beyond() if dual_clip is not None else at.above(),
+                            at.inside()]
     advantages = [float(torch.randn((), generator=g, dtype=F64)) for _ in range(rows)]
     advantages[positive], advantages[negative] = _advantage(g, 1.0), _advantage(g, -1.0)
     return assemble(g, advantages, ratios, cols, dtype, scatter=True)
 
 
-def _random_configs(g: torch.Generator) -> Iterator[tuple[Batch, Widths, float | None]]:
+def _random_calls(g: torch.Generator, reductions: Sequence[str], grad: tuple[str, ...], dual: bool = False,
+                  empty_row: bool = False) -> list[Call]:
+    """One call per shape and dtype on a bool mask; the dual clip and an empty response only where asked."""
+    calls = []
     for index, shape in enumerate(RANDOM_SHAPES):
         for dtype in DTYPES:
             step = 2 * index + (dtype == F64)
             eps = RANDOM_WIDTHS[step % len(RANDOM_WIDTHS)]
-            dual_clip = RANDOM_DUAL_CLIPS[(step + index) % len(RANDOM_DUAL_CLIPS)]
-            kind = MASK_KINDS[step % len(MASK_KINDS)]
-            yield random_batch(g, shape, dtype, eps, dual_clip).with_mask(kind), eps, dual_clip
-
-
-def _random_calls(g: torch.Generator, reductions: Sequence[str], grad: tuple[str, ...]) -> list[Call]:
-    calls = []
-    for index, (batch, eps, dual_clip) in enumerate(_random_configs(g)):
-        reduction = reductions[index % len(reductions)]
-        calls.append(loss_call(batch, eps=eps, dual_clip=dual_clip, reduction=reduction, grad=grad, hidden=True))
+            dual_clip = RANDOM_DUAL_CLIPS[step % len(RANDOM_DUAL_CLIPS)] if dual else None
+            batch = random_batch(g, shape, dtype, eps, dual_clip, empty_row=empty_row)
+            reduction = reductions[step % len(reductions)]
+            calls.append(loss_call(batch, eps=eps, dual_clip=dual_clip, reduction=reduction, grad=grad, hidden=True))
     return calls
 
 
@@ -202,6 +208,21 @@ def random_seq_mean(g: torch.Generator) -> list[Call]:
 
 def random_grad(g: torch.Generator) -> list[Call]:
     return _random_calls(g, ["token_mean", "seq_mean"], grad=("logp",))
+
+
+def random_dual_clip(g: torch.Generator) -> list[Call]:
+    """The dual clip on, under both reductions, loss and gradient: its family of random batches."""
+    return _random_calls(g, ["token_mean", "seq_mean"], grad=("logp",), dual=True)
+
+
+def random_empty_token_mean(g: torch.Generator) -> list[Call]:
+    """One response with no valid token: it adds nothing to token_mean's count."""
+    return _random_calls(g, ["token_mean"], grad=("logp",), empty_row=True)
+
+
+def random_empty_seq_mean(g: torch.Generator) -> list[Call]:
+    """One response with no valid token: it counts in seq_mean's B."""
+    return _random_calls(g, ["seq_mean"], grad=("logp",), empty_row=True)
 
 
 # ---------------------------------------------------------------- T0 contracts
@@ -302,8 +323,9 @@ def default_arguments(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         at = Regions(g, (0.2, 0.2), 3.0)
+        # no ratio beyond 3 under A < 0: whether dual_clip=None caps anything is dual_clip_none's to judge
         ratios = [[at.between(1.2, 1.28), at.above(), at.inside()],
-                  [at.between(0.72, 0.8), at.beyond(), at.beyond(), at.inside(), at.above(), at.below(), at.inside()],
+                  [at.between(0.72, 0.8), at.above(), at.above(), at.inside(), at.above(), at.below(), at.inside()],
                   [at.inside(), at.between(1.2, 1.28)]]
         batch = assemble(g, [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, 1.0)], ratios, 8, dtype)
         calls.append(loss_call(batch, "every option omitted", eps=None, dual_clip=OMIT, reduction=OMIT))
@@ -398,6 +420,21 @@ def dual_clip_positive_untouched(g: torch.Generator) -> list[Call]:
             batch = assemble(g, [_advantage(g, 1.0) for _ in range(3)], ratios, 6, dtype)
             for reduction in ("token_mean", "seq_mean"):
                 calls.append(loss_call(batch, f"A > 0 with dual_clip = {c:g}", dual_clip=c, reduction=reduction))
+    return calls
+
+
+def dual_clip_none(g: torch.Generator) -> list[Call]:
+    """dual_clip=None, passed or omitted: negative-advantage tokens far beyond any cap keep their loss -A r."""
+    calls = []
+    for dtype in DTYPES:
+        for reduction, dual_clip in (("token_mean", None), ("seq_mean", OMIT)):
+            at = Regions(g, (0.2, 0.2), 3.0)
+            mixed = [at.below, at.inside, at.above, at.beyond, at.beyond]
+            ratios = [[draw() for draw in mixed] for _ in range(3)]
+            advantages = [_advantage(g, -1.0), _advantage(g, 1.0), _advantage(g, -1.0)]
+            batch = assemble(g, advantages, ratios, 6, dtype)
+            calls.append(loss_call(batch, "A < 0 with ratios from 3.4 to 7.5, no dual clip", dual_clip=dual_clip,
+                                   reduction=reduction))
     return calls
 
 
@@ -517,7 +554,8 @@ def extreme_log_probs(g: torch.Generator) -> list[Call]:
                       [at.inside(), at.above()]]
             advantages = [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, -1.0)]
             batch = assemble(g, advantages, ratios, 5, dtype, shift=shift)
-            dual_clip, reduction = ((None, "token_mean"), (3.0, "seq_mean"))[index]
+            # the dual clip on in both: with it off, a log-ratio of 19 under A < 0 would also charge a cap left on
+            dual_clip, reduction = ((3.0, "token_mean"), (3.0, "seq_mean"))[index]
             calls.append(loss_call(batch, f"valid log-probabilities near {shift:g}, log-ratios up to +-19",
                                    dual_clip=dual_clip, reduction=reduction))
     return calls

@@ -120,11 +120,31 @@ def _branches(call: Call) -> dict[str, int]:
 
 
 def test_random_cases_take_every_branch(problem: Problem) -> None:
+    """Every branch in every random family; an empty response only in the families that own it."""
     for seed in all_seeds(problem):
         for check in (c for c in problem.spec.checks if c.tier == "T1"):
+            family_empty = check.id.startswith("oracle_empty")
             for call in _calls(problem, check, seed):
-                missing = [k for k, n in _branches(call).items() if n == 0]
+                branches = _branches(call)
+                empty = branches.pop("empty responses")
+                missing = [k for k, n in branches.items() if n == 0]
                 assert call.hidden and not missing, f"seed {seed}, {call.label}: no {missing}"
+                assert (empty > 0) == family_empty, f"seed {seed}, {check.id}, {call.label}: {empty} empty"
+
+
+def test_random_background_leaves_other_clauses_neutral(problem: Problem) -> None:
+    """Outside the dual-clip family no call passes a dual clip, and no ratio under A < 0 reaches 3 (a cap left on at
+    verl's 3 is dual_clip_none's to charge); every random call has a bool mask and symmetric widths."""
+    for check in (c for c in problem.spec.checks if c.tier == "T1"):
+        for call in _calls(problem, check, problem.grading_seeds[0]):
+            kw = call.kwargs
+            assert kw["mask"].dtype == torch.bool and kw["eps_low"] == kw["eps_high"], call.label
+            if check.id == "oracle_dual_clip":
+                assert kw["dual_clip"] is not None, call.label
+                continue
+            valid = (kw["mask"] != 0) & (kw["advantages"][:, None] < 0)
+            ratio = torch.exp(torch.where(valid, kw["logp"] - kw["old_logp"], 0.0))
+            assert kw["dual_clip"] is None and float(ratio.max()) < 3.0, f"{check.id}, {call.label}"
 
 
 @pytest.mark.parametrize("check_id", ["empty_mask", "value_errors"])
