@@ -91,10 +91,14 @@ def diagnosis_lines(report: Report) -> list[str]:
     lines = []
     for finding in report.diagnosis:
         owners = ", ".join(finding.owners)
+        convention = f" A convention, not a slip: {finding.convention}" if finding.convention else ""
         lines.append(
             f"{finding.id}: explains {finding.cases_explained} of {finding.cases_failing} failing cases "
-            f"(charged in {owners}). {finding.explanation}"
+            f"(charged in {owners}). {finding.explanation}{convention}"
         )
+        lines.extend(f"    left unexplained in {entry.describe()}" for entry in finding.unexplained)
+    if report.diagnosis:
+        lines.extend(f"explained by no misreading: {entry.describe()}" for entry in report.unexplained)
     return lines
 
 
