@@ -11,6 +11,7 @@ import pytest
 from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import (
+    Convention,
     Credit,
     Explained,
     Misconception,
@@ -242,7 +243,10 @@ def test_a_convention_is_loaded_and_checked(tmp_path: Path) -> None:
     (tmp_path / "wrong").mkdir()
     (tmp_path / "wrong" / "b.toml").write_text("")
     good = '[[misconceptions]]\nid = "floor"\nsolution = "b.py"\nexplanation = "Divide by max(1, sum n)."\n'
-    line = 'convention = { library = "slime", does = "divides by sum max(1, n_i)", statement = "divides by max(1, sum n_i)" }\n'
+    line = (
+        'convention = { library = "slime", does = "divides by sum max(1, n_i)", '
+        'statement = "divides by max(1, sum n_i)" }\n'
+    )
     (tmp_path / "m.toml").write_text(good + line)
     (loaded,) = load_misconceptions(tmp_path / "m.toml", lambda path: ["ddof"], tmp_path / "wrong")
     assert loaded.convention is not None and loaded.convention.library == "slime"
@@ -279,7 +283,7 @@ def _report_with(diagnosis: list[Diagnosis], **extra: Any) -> Report:
 
 
 def test_a_convention_and_the_unexplained_cases_are_shown_beside_the_diagnosis() -> None:
-    sentence = Misconception(id="floor", solution="b.py", owners=["ddof"], explanation="e" * 10, convention=SLIME)
+    sentence = Misconception(id="floor", solution="b.py", owners=["ddof"], explanation="e" * 10, convention=Convention(**SLIME))
     assert sentence.convention is not None
     left = UnexplainedCases(check="ddof", cases=["float64 empty response"], hidden=2)
     nowhere = UnexplainedCases(check="ddof", cases=["float64 empty response"], features=["fails only where x is 2-D"])

@@ -146,7 +146,7 @@ def _summary(report: Report) -> Markup:
     )
 
 
-def _unexplained_list(cases: list[UnexplainedCases], lead: str) -> list[Markup]:
+def _unexplained_list(cases: list[UnexplainedCases], lead: str) -> list[Markup | str]:
     """By check, the failing cases left unexplained: visible ones by label, hidden ones counted, and what separates
     them; nothing when there are none."""
     if not cases:
