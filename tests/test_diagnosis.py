@@ -283,7 +283,9 @@ def _report_with(diagnosis: list[Diagnosis], **extra: Any) -> Report:
 
 
 def test_a_convention_and_the_unexplained_cases_are_shown_beside_the_diagnosis() -> None:
-    sentence = Misconception(id="floor", solution="b.py", owners=["ddof"], explanation="e" * 10, convention=Convention(**SLIME))
+    sentence = Misconception(
+        id="floor", solution="b.py", owners=["ddof"], explanation="e" * 10, convention=Convention(**SLIME)
+    )
     assert sentence.convention is not None
     left = UnexplainedCases(check="ddof", cases=["float64 empty response"], hidden=2)
     nowhere = UnexplainedCases(check="ddof", cases=["float64 empty response"], features=["fails only where x is 2-D"])
