@@ -27,7 +27,7 @@ from grader.outputs.exports import gradescope_results
 from grader.outputs.learner_view import learner_diagnosis, learner_view
 from grader.outputs.pages.report_page import render_report_page
 from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, UnexplainedCases, Versions
-from grader.outputs.terminal import diagnosis_lines
+from grader.outputs.terminal import diagnosis_lines, localisation_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 BESSEL = Misconception(id="bessel", solution="b.py", owners=["ddof"], explanation="Divide by G, not G - 1, here.")
@@ -303,6 +303,7 @@ def test_a_convention_and_the_unexplained_cases_are_shown_beside_the_diagnosis()
     report = _report_with([entry], unexplained=[nowhere])
     lines = "\n".join(diagnosis_lines(report))
     assert "slime divides by sum max(1, n_i) on purpose" in lines
+    assert "A library's convention: slime" in lines
     assert "left unexplained in ddof: 'float64 empty response', 2 hidden" in lines
     assert "explained by no misreading: ddof: 'float64 empty response' (fails only where x is 2-D)" in lines
     (shown,) = learner_diagnosis(report)
@@ -323,3 +324,12 @@ def test_a_held_back_check_lists_no_unexplained_case() -> None:
     assert learner_view(report)["unexplained"] == []
     report.tiers[0].checks[0].visibility = "visible"
     assert learner_view(report)["unexplained"][0]["check"] == "ddof"
+
+
+def test_with_no_diagnosis_only_the_located_failures_are_said() -> None:
+    located = UnexplainedCases(check="ddof", cases=["a"], features=["fails only where mask is all zero"])
+    report = _report_with([], unexplained=[located, UnexplainedCases(check="other", cases=["b"])])
+    assert localisation_lines(report) == ["ddof: 'a' (fails only where mask is all zero)"]
+    page = render_report_page(report, [])
+    assert "fails only where mask is all zero" in page and "&#x27;b&#x27;" not in page
+    assert localisation_lines(_report_with([], unexplained=[UnexplainedCases(check="other", cases=["b"])])) == []

@@ -125,8 +125,10 @@ def _summary(report: Report) -> Markup:
         )
         for d in report.diagnosis
     ]
-    if report.diagnosis and report.unexplained:
-        diagnosis.append(el("p", _unexplained_list(report.unexplained, "Explained by no misreading: "), class_="sub"))
+    # with no misreading named, only where the failures lie is worth a line: the list of symptoms follows anyway
+    located = report.unexplained if report.diagnosis else [entry for entry in report.unexplained if entry.features]
+    if located:
+        diagnosis.append(el("p", _unexplained_list(located, "Explained by no misreading: "), class_="sub"))
     if report.diagnosis and report.follow_through:
         diagnosis.append(
             el(
