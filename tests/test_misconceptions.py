@@ -329,3 +329,18 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
         )
     trivial = list(_trivial_kinds(observations))
     assert not trivial, f"{misconception_id}: on every public case its answer is {trivial[0]}"
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_a_convention_names_a_library_the_problem_ports(problem_id: str) -> None:
+    problem = _problem(problem_id)
+    ports = sorted((problem.reference_dir / "ports").glob("*.toml"))
+    libraries = {tomllib.loads(path.read_text())["library"] for path in ports}
+    for misconception in problem.misconceptions:
+        convention = misconception.convention
+        if convention is None:
+            continue
+        named = {library for library in libraries if library in convention.library}
+        assert named, f"{misconception.id}: {convention.library!r} names none of the ported {sorted(libraries)}"
+        sentence = convention.sentence()
+        assert sentence.startswith(convention.library) and "this statement" in sentence
