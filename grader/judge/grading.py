@@ -114,11 +114,16 @@ def grade(
         persist()  # misconception observations computed on the way are kept for the next grade
     # from the worker's start (an early-launched one started before the judge's own imports), so that every
     # phase lies within the duration
+    listing = time.monotonic()
+    diagnosis = [_diagnosis_entry(f, cases) for f in findings]
+    unexplained = _unexplained(findings, cases)
+    if "diagnosis" in supervisor.phases:  # what the diagnosis leaves unexplained is part of its cost
+        supervisor.phases["diagnosis"] = round(supervisor.phases["diagnosis"] + time.monotonic() - listing, 4)
     report = _assemble(
         problem, submission, seed, status, results, supervisor, why, time.monotonic() - supervisor.spawned_at, command
     )
-    report.diagnosis = [_diagnosis_entry(f, cases) for f in findings]
-    report.unexplained = _unexplained(findings, cases)
+    report.diagnosis = diagnosis
+    report.unexplained = unexplained
     report.follow_through = follow
     return Graded(report, context.plotted, context.plot_failures)
 
