@@ -4,13 +4,16 @@ them; a hidden case is only ever counted."""
 from __future__ import annotations
 
 import json
+from types import ModuleType, SimpleNamespace
 
+import pytest
 import torch
 
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome
 from grader.judge.compare import Mismatch, Outcome
-from grader.judge.localise import CheckCases, case_features, separating, unexplained_cases
+from grader.judge.localise import CheckCases, case_features, problem_features, separating, unexplained_cases
+from grader.model.spec import SpecError
 from grader.model.verdicts import Verdict
 from grader.outputs.report import UNEXPLAINED_LISTED, UnexplainedCases
 
@@ -45,6 +48,18 @@ def test_a_problem_adds_named_features() -> None:
     empty = ("a response is empty", lambda kwargs: bool((kwargs["mask"].sum(-1) == 0).any()))
     assert "a response is empty" in case_features(_call("a", empty_row=True).kwargs, [empty])
     assert "a response is empty" not in case_features(_call("b").kwargs, [empty])
+
+
+def test_a_problem_declares_its_features_in_its_case_module() -> None:
+    module = ModuleType("cases")
+    assert problem_features(SimpleNamespace(cases_module=module)) == []
+    assert problem_features(SimpleNamespace()) == []  # a learner pack's problem has no case module
+    empty = ("a response is empty", lambda kwargs: True)
+    module.CASE_FEATURES = [empty]  # type: ignore[attr-defined]
+    assert problem_features(SimpleNamespace(cases_module=module)) == [empty]
+    module.CASE_FEATURES = ["a response is empty"]  # type: ignore[attr-defined]
+    with pytest.raises(SpecError):
+        problem_features(SimpleNamespace(cases_module=module))
 
 
 def test_a_feature_is_named_only_when_it_separates_cleanly() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,12 @@ from grader.confine.intake import Submission, read_submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
-from grader.judge.checks import READS_ANSWERS, CheckRun, run_check
+from grader.judge.checks import READS_ANSWERS, CaseOutcome, CheckRun, run_check
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
 from grader.judge.expectations import Expectations
-from grader.judge.localise import CheckCases, unexplained_cases
+from grader.judge.localise import CheckCases, NamedFeature, problem_features, unexplained_cases
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, Limits
@@ -116,7 +116,7 @@ def grade(
     # phase lies within the duration
     listing = time.monotonic()
     diagnosis = [_diagnosis_entry(f, cases) for f in findings]
-    unexplained = _unexplained(findings, cases)
+    unexplained = _unexplained(findings, cases, problem_features(problem))
     if "diagnosis" in supervisor.phases:  # what the diagnosis leaves unexplained is part of its cost
         supervisor.phases["diagnosis"] = round(supervisor.phases["diagnosis"] + time.monotonic() - listing, 4)
     report = _assemble(
@@ -276,10 +276,16 @@ def _diagnosis_entry(finding: Finding, cases: list[CheckCases]) -> Diagnosis:
     )
 
 
-def _unexplained(findings: list[Finding], cases: list[CheckCases]) -> list[UnexplainedCases]:
+def _unexplained(
+    findings: list[Finding], cases: list[CheckCases], extra: Sequence[NamedFeature]
+) -> list[UnexplainedCases]:
     """The failing cases no diagnosed misreading explains, with the visible case features that separate them."""
     charged = {f.misconception.id for f in findings}
-    return unexplained_cases(cases, lambda case: bool(charged & {*case.explained_by, *case.fails_like}), localise=True)
+
+    def explained(case: CaseOutcome) -> bool:
+        return bool(charged & {*case.explained_by, *case.fails_like})
+
+    return unexplained_cases(cases, explained, extra, localise=True)
 
 
 def _skipped(check: CheckSpec, why: str) -> CheckResult:

@@ -7,7 +7,8 @@ check's failing cases from its passing ones when every failing case has it and n
 where mask has an all-zero row"), or the reverse ("fails only where dual_clip is not None").
 
 Only visible cases are described and compared: a hidden case's inputs are the judge's alone, so hidden failing
-cases are only counted. A problem may add named features of its own (`extra`) to the generic ones.
+cases are only counted. A problem may add named features of its own to the generic ones: `CASE_FEATURES` in its
+`problems/<id>/cases.py`, a sequence of (sentence, predicate on a call's kwargs) pairs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from grader.judge.cases import Call
+from grader.model.spec import SpecError
 from grader.outputs.report import UNEXPLAINED_LISTED, UnexplainedCases
 
 if TYPE_CHECKING:
@@ -30,6 +32,19 @@ NamedFeature = tuple[str, Callable[[Mapping[str, Any]], bool]]
 # At most this many separating features are named per check: with few visible cases many features separate by
 # chance, and the first few (the generic order: dtypes, shapes, flags) are the ones a learner can act on.
 MAX_FEATURES = 3
+
+
+def problem_features(problem: object) -> Sequence[NamedFeature]:
+    """The named features a problem's case module declares (`CASE_FEATURES`); none for a problem without one (a
+    learner pack's problem has no case module). A malformed declaration is the problem author's to fix."""
+    declared = getattr(getattr(problem, "cases_module", None), "CASE_FEATURES", ())
+    features = list(declared)
+    for feature in features:
+        if not (
+            isinstance(feature, tuple) and len(feature) == 2 and isinstance(feature[0], str) and callable(feature[1])
+        ):
+            raise SpecError(f"CASE_FEATURES holds {feature!r}: each must be a (sentence, predicate on kwargs) pair")
+    return features
 
 
 def case_features(kwargs: Mapping[str, Any], extra: Sequence[NamedFeature] = ()) -> frozenset[str]:
