@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import (
+    Convention,
     Credit,
     Explained,
     Misconception,
@@ -21,8 +23,11 @@ from grader.judge.diagnosis import (
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
-from grader.outputs.learner_view import learner_diagnosis
-from grader.outputs.report import Diagnosis
+from grader.outputs.exports import gradescope_results
+from grader.outputs.learner_view import learner_diagnosis, learner_view
+from grader.outputs.pages.report_page import render_report_page
+from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, UnexplainedCases, Versions
+from grader.outputs.terminal import diagnosis_lines, localisation_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 BESSEL = Misconception(id="bessel", solution="b.py", owners=["ddof"], explanation="Divide by G, not G - 1, here.")
@@ -137,8 +142,6 @@ def test_declarations_are_checked(tmp_path: Path) -> None:
 
 
 def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
-    from grader.outputs.report import CheckResult, Report, TierResult, Versions
-
     def check(check_id: str, visibility: str) -> CheckResult:
         return CheckResult(
             id=check_id,
@@ -231,3 +234,102 @@ def test_always_bessel_is_diagnosed_and_charged_once(run_cli, tmp_path: Path) ->
     assert strict.returncode == 0, strict.stderr[-2000:]
     strict_report = json.loads((tmp_path / "strict" / "report.json").read_text())
     assert strict_report["score"] < report["score"] and not strict_report["follow_through"]
+
+
+SLIME = {"library": "slime", "does": "divides by sum max(1, n_i)", "statement": "divides by max(1, sum n_i)"}
+
+
+def test_a_convention_is_loaded_and_checked(tmp_path: Path) -> None:
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "wrong" / "b.toml").write_text("")
+    good = '[[misconceptions]]\nid = "floor"\nsolution = "b.py"\nexplanation = "Divide by max(1, sum n)."\n'
+    line = (
+        'convention = { library = "slime", does = "divides by sum max(1, n_i)", '
+        'statement = "divides by max(1, sum n_i)" }\n'
+    )
+    (tmp_path / "m.toml").write_text(good + line)
+    (loaded,) = load_misconceptions(tmp_path / "m.toml", lambda path: ["ddof"], tmp_path / "wrong")
+    assert loaded.convention is not None and loaded.convention.library == "slime"
+    assert loaded.convention.sentence() == (
+        "slime divides by sum max(1, n_i) on purpose; this statement divides by max(1, sum n_i)."
+    )
+    (tmp_path / "m.toml").write_text(good)
+    (plain,) = load_misconceptions(tmp_path / "m.toml", lambda path: ["ddof"], tmp_path / "wrong")
+    assert plain.convention is None
+    for broken in (line.replace(" }", ', url = "x" }'), line.replace('library = "slime", ', "")):
+        (tmp_path / "m.toml").write_text(good + broken)
+        with pytest.raises(SpecError):
+            load_misconceptions(tmp_path / "m.toml", lambda path: ["ddof"], tmp_path / "wrong")
+
+
+def _report_with(diagnosis: list[Diagnosis], **extra: Any) -> Report:
+    check = CheckResult(id="ddof", title="t", verdict=Verdict.FAIL, score=0, max_score=1, message="m", duration_s=0)
+    return Report(
+        problem="p",
+        submission="s.py",
+        submission_sha256="0",
+        status=Status.GRADED,
+        score=0,
+        max_score=1,
+        tiers=[TierResult(tier="T1", title="t", score=0, max_score=1, checks=[check])],
+        artifacts=[],
+        seed=1,
+        versions=Versions(python="3", torch="2", grader="0"),
+        problem_hash="0",
+        command="c",
+        diagnosis=diagnosis,
+        **extra,
+    )
+
+
+def test_a_convention_and_the_unexplained_cases_are_shown_beside_the_diagnosis() -> None:
+    sentence = Misconception(
+        id="floor", solution="b.py", owners=["ddof"], explanation="e" * 10, convention=Convention(**SLIME)
+    )
+    assert sentence.convention is not None
+    left = UnexplainedCases(check="ddof", cases=["float64 empty response"], hidden=2)
+    nowhere = UnexplainedCases(check="ddof", cases=["float64 empty response"], features=["fails only where x is 2-D"])
+    entry = Diagnosis(
+        id="floor",
+        explanation="Divide by max(1, sum n).",
+        cases_explained=3,
+        cases_failing=6,
+        checks=["ddof"],
+        owners=["ddof"],
+        charged_in=["ddof"],
+        convention=sentence.convention.sentence(),
+        unexplained=[left],
+    )
+    report = _report_with([entry], unexplained=[nowhere])
+    lines = "\n".join(diagnosis_lines(report))
+    assert "slime divides by sum max(1, n_i) on purpose" in lines
+    assert "A library's convention: slime" in lines
+    assert "left unexplained in ddof: 'float64 empty response', 2 hidden" in lines
+    assert "explained by no misreading: ddof: 'float64 empty response' (fails only where x is 2-D)" in lines
+    (shown,) = learner_diagnosis(report)
+    assert shown["convention"] == entry.convention and shown["unexplained"][0]["hidden"] == 2
+    assert learner_view(report)["unexplained"][0]["features"] == ["fails only where x is 2-D"]
+    assert "slime divides by" in gradescope_results(report)["output"]
+    page = render_report_page(report, [])
+    assert "slime divides by sum max(1, n_i) on purpose" in page and "2 hidden" in page
+    assert "fails only where x is 2-D" in page
+    # without them, nothing is said
+    plain = _report_with([entry.model_copy(update={"convention": "", "unexplained": []})])
+    assert "on purpose" not in "\n".join(diagnosis_lines(plain)) and "unexplained" not in render_report_page(plain, [])
+
+
+def test_a_held_back_check_lists_no_unexplained_case() -> None:
+    report = _report_with([], unexplained=[UnexplainedCases(check="ddof", cases=["a"], hidden=1)])
+    report.tiers[0].checks[0].visibility = "after_published"
+    assert learner_view(report)["unexplained"] == []
+    report.tiers[0].checks[0].visibility = "visible"
+    assert learner_view(report)["unexplained"][0]["check"] == "ddof"
+
+
+def test_with_no_diagnosis_only_the_located_failures_are_said() -> None:
+    located = UnexplainedCases(check="ddof", cases=["a"], features=["fails only where mask is all zero"])
+    report = _report_with([], unexplained=[located, UnexplainedCases(check="other", cases=["b"])])
+    assert localisation_lines(report) == ["ddof: 'a' (fails only where mask is all zero)"]
+    page = render_report_page(report, [])
+    assert "fails only where mask is all zero" in page and "&#x27;b&#x27;" not in page
+    assert localisation_lines(_report_with([], unexplained=[UnexplainedCases(check="other", cases=["b"])])) == []

@@ -79,6 +79,19 @@ def test_hidden_inputs_never_reach_learner_outputs(run_cli, tmp_path: Path) -> N
     for where, text in learner_texts.items():
         leaked = [f for f in hidden if f in text]
         assert not leaked, f"{where} shows hidden inputs: {leaked[:3]}"
+    # the failing cases left unexplained name visible cases only, even to instructors: a hidden one is counted
+    listed = json.dumps([report["unexplained"], [d.get("unexplained", []) for d in report["diagnosis"]]])
+    assert report["unexplained"], "the hostile file fails cases no misreading explains: they must be listed"
+    assert sum(entry["hidden"] for entry in report["unexplained"]) > 0
+    named = [label for label in _hidden_only_labels(problem) if json.dumps(label)[1:-1] in listed]
+    assert not named, f"unexplained cases name hidden cases: {named[:3]}"
+
+
+def _hidden_only_labels(problem: Problem) -> set[str]:
+    """The labels of hidden cases that no visible case shares."""
+    expect = Expectations(problem, problem.grading_seeds[0])
+    calls = [call for check in problem.spec.checks if check.cases for call in expect.cases(check.cases)]
+    return {call.label for call in calls if call.hidden} - {call.label for call in calls if not call.hidden}
 
 
 def test_visible_checks_run_before_any_hidden_case() -> None:

@@ -24,6 +24,7 @@ from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 FIELDS = {"id", "solution", "explanation"}  # the owners are derived: the checks of the clauses it breaks
+OPTIONAL_FIELDS = {"convention"}  # only a misreading that is a library's deliberate convention has one
 ID_PATTERN = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 MAX_EXPLANATION_CHARS = 400
 # A sentence ends at . ! or ? followed by whitespace or the end; `torch.std` and 1e-6 end none.
@@ -86,7 +87,9 @@ def test_file_holds_only_misconception_tables_with_the_four_fields(problem_id: s
     assert isinstance(entries, list) and entries, "`misconceptions` must be a non-empty array of tables"
     for entry in entries:
         assert isinstance(entry, dict), f"{entry!r} is not a table"
-        assert set(entry) == FIELDS, f"{entry.get('id')}: keys {sorted(entry)} must be exactly {sorted(FIELDS)}"
+        assert FIELDS <= set(entry) <= FIELDS | OPTIONAL_FIELDS, (
+            f"{entry.get('id')}: keys {sorted(entry)} must be {sorted(FIELDS)}, and maybe {sorted(OPTIONAL_FIELDS)}"
+        )
         assert isinstance(entry["id"], str) and isinstance(entry["solution"], str)
         assert isinstance(entry["explanation"], str)
 
@@ -142,6 +145,9 @@ def test_explanations_are_short_and_reveal_nothing_hidden(problem_id: str) -> No
         assert not leaked, f"{name}: the explanation contains a hidden seed"
         stem = Path(entry["solution"]).stem
         assert stem not in text and ".py" not in text, f"{name}: the explanation names the known-wrong file"
+        convention = " ".join(map(str, entry.get("convention", {}).values()))
+        assert not [s for s in seeds if s in convention], f"{name}: the convention contains a hidden seed"
+        assert stem not in convention, f"{name}: the convention names the known-wrong file"
 
 
 def test_sentence_counter_ignores_dots_inside_code_and_numbers() -> None:
@@ -323,3 +329,18 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
         )
     trivial = list(_trivial_kinds(observations))
     assert not trivial, f"{misconception_id}: on every public case its answer is {trivial[0]}"
+
+
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_a_convention_names_a_library_the_problem_ports(problem_id: str) -> None:
+    problem = _problem(problem_id)
+    ports = sorted((problem.reference_dir / "ports").glob("*.toml"))
+    libraries = {tomllib.loads(path.read_text())["library"] for path in ports}
+    for misconception in problem.misconceptions:
+        convention = misconception.convention
+        if convention is None:
+            continue
+        named = {library for library in libraries if library in convention.library}
+        assert named, f"{misconception.id}: {convention.library!r} names none of the ported {sorted(libraries)}"
+        sentence = convention.sentence()
+        assert sentence.startswith(convention.library) and "this statement" in sentence

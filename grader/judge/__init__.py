@@ -10,5 +10,6 @@
 - `checks`: the registry of check kinds, each a function from (context, spec) to a result.
 - `compare`: comparing an accepted observation with the expected one, aspect by aspect, with the evidence.
 - `diagnosis`: naming the misreading behind failures, and follow-through credit.
+- `localise`: the failing cases no misreading explains, and the case features that separate them.
 - `experiment`: the T3 toy, driven here with the learner's functions behind proxies.
 """

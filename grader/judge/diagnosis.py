@@ -34,6 +34,20 @@ from grader.model.spec import SpecError
 MIN_SHARE = 0.25
 
 
+class Convention(BaseModel):
+    """A real library's deliberate choice that a misreading reproduces: the learner followed that library, not the
+    statement ("slime divides by sum max(1, n_i); this statement divides by max(1, sum n_i)")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    library: str = Field(min_length=2, max_length=60)
+    does: str = Field(min_length=5, max_length=300)  # what the library does, a predicate: "divides by ..."
+    statement: str = Field(min_length=5, max_length=300)  # what the statement asks instead, a predicate too
+
+    def sentence(self) -> str:
+        return f"{self.library} {self.does} on purpose; this statement {self.statement}."
+
+
 class DeclaredMisconception(BaseModel):
     """One known misreading as `misconceptions.toml` declares it."""
 
@@ -42,6 +56,7 @@ class DeclaredMisconception(BaseModel):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # known-wrong, declared by wrong/<stem>.toml
     explanation: str = Field(min_length=10, max_length=600)
+    convention: Convention | None = None  # set when the misreading is a library's deliberate convention
 
 
 class Misconception(DeclaredMisconception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,16 +16,26 @@ from grader.confine.intake import Submission, read_submission
 from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
-from grader.judge.checks import READS_ANSWERS, CheckRun, run_check
+from grader.judge.checks import READS_ANSWERS, CaseOutcome, CheckRun, run_check
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
 from grader.judge.expectations import Expectations
+from grader.judge.localise import CheckCases, NamedFeature, problem_features, unexplained_cases
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, Limits
 from grader.model.verdicts import Status, Verdict
-from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, Versions, reproduce_command, score_sum
+from grader.outputs.report import (
+    CheckResult,
+    Diagnosis,
+    Report,
+    TierResult,
+    UnexplainedCases,
+    Versions,
+    reproduce_command,
+    score_sum,
+)
 
 
 def import_failure_message(status: Status, hello: dict[str, Any], submission: Path, limits: Limits) -> str:
@@ -84,6 +94,7 @@ def grade(
     context = CheckContext(problem, expectations, supervisor)
     results: list[CheckResult] = []
     findings: list[Finding] = []
+    cases: list[CheckCases] = []
     follow = problem.spec.follow_through if follow_through is None else follow_through
     try:
         status = supervisor.start()
@@ -94,7 +105,7 @@ def grade(
             why = ""
             if series_sink is not None:
                 series_sink(_prefetch_series(context, problem))
-            results, findings, status = _judge(problem, context, follow)
+            results, findings, status, cases = _judge(problem, context, follow)
             why = oversized_message(limits) if supervisor.oversized else ""
     finally:
         supervisor.close()
@@ -103,10 +114,16 @@ def grade(
         persist()  # misconception observations computed on the way are kept for the next grade
     # from the worker's start (an early-launched one started before the judge's own imports), so that every
     # phase lies within the duration
+    listing = time.monotonic()
+    diagnosis = [_diagnosis_entry(f, cases) for f in findings]
+    unexplained = _unexplained(findings, cases, problem_features(problem))
+    if "diagnosis" in supervisor.phases:  # what the diagnosis leaves unexplained is part of its cost
+        supervisor.phases["diagnosis"] = round(supervisor.phases["diagnosis"] + time.monotonic() - listing, 4)
     report = _assemble(
         problem, submission, seed, status, results, supervisor, why, time.monotonic() - supervisor.spawned_at, command
     )
-    report.diagnosis = [_diagnosis_entry(f) for f in findings]
+    report.diagnosis = diagnosis
+    report.unexplained = unexplained
     report.follow_through = follow
     return Graded(report, context.plotted, context.plot_failures)
 
@@ -136,8 +153,9 @@ def _refused(problem: GradedProblem, submission: Submission, seed: int, command:
 
 def _judge(
     problem: GradedProblem, context: CheckContext, follow: bool
-) -> tuple[list[CheckResult], list[Finding], Status]:
-    """Every check against a started worker, the diagnosis of their failures, and the results it charges."""
+) -> tuple[list[CheckResult], list[Finding], Status, list[CheckCases]]:
+    """Every check against a started worker, the diagnosis of their failures, the results it charges, and each
+    check's cases for saying what the diagnosis leaves unexplained."""
     supervisor = context.supervisor
     runs: dict[str, CheckRun] = {}
     # checks that ended before a worker was sent any hidden case, and those that send no call at all (their time
@@ -174,7 +192,12 @@ def _judge(
         status = Status.JUDGE_ERROR
     elif any(r.verdict == Verdict.SKIPPED for r in results) or supervisor.remaining() <= 0:
         status = Status.BUDGET_EXCEEDED
-    return results, findings, status
+    cases = [
+        CheckCases(run.check.id, run.tally.outcomes, context.cases(run.check) if run.check.cases else None)
+        for run in (runs[c.id] for c in problem.spec.checks)
+        if run.tally is not None
+    ]
+    return results, findings, status, cases
 
 
 def visible_first(checks: list[CheckSpec], expectations: ExpectedSide) -> list[CheckSpec]:
@@ -237,8 +260,9 @@ def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
     ]
 
 
-def _diagnosis_entry(finding: Finding) -> Diagnosis:
+def _diagnosis_entry(finding: Finding, cases: list[CheckCases]) -> Diagnosis:
     m = finding.misconception
+    mid = m.id
     return Diagnosis(
         id=m.id,
         explanation=m.explanation,
@@ -247,7 +271,21 @@ def _diagnosis_entry(finding: Finding) -> Diagnosis:
         checks=list(finding.checks),
         owners=list(m.owners),
         charged_in=list(finding.owners_charged),
+        convention=m.convention.sentence() if m.convention else "",
+        unexplained=unexplained_cases(cases, lambda case: mid in (*case.explained_by, *case.fails_like)),
     )
+
+
+def _unexplained(
+    findings: list[Finding], cases: list[CheckCases], extra: Sequence[NamedFeature]
+) -> list[UnexplainedCases]:
+    """The failing cases no diagnosed misreading explains, with the visible case features that separate them."""
+    charged = {f.misconception.id for f in findings}
+
+    def explained(case: CaseOutcome) -> bool:
+        return bool(charged & {*case.explained_by, *case.fails_like})
+
+    return unexplained_cases(cases, explained, extra, localise=True)
 
 
 def _skipped(check: CheckSpec, why: str) -> CheckResult:

@@ -92,6 +92,7 @@ def _diagnosis_lines(view: dict[str, Any]) -> list[str]:
     """The likeliest misreadings, first: what a learner should read before the list of symptoms."""
     return [
         f"Likely misreading ({d['id']}, charged in {', '.join(d['owners'])}): {d['explanation']}"
+        + (f" A library's convention: {d['convention']}" if d.get("convention") else "")
         for d in view.get("diagnosis", [])
     ]
 

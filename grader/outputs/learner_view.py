@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from grader.model.verdicts import Verdict
-from grader.outputs.report import CheckResult, Report, round_score, score_sum
+from grader.outputs.report import CheckResult, Report, UnexplainedCases, round_score, score_sum
 
 # For a check that carries no learner message (a report written before they existed): the verdict in words.
 GENERIC_MESSAGE = {
@@ -83,6 +83,7 @@ def learner_view(report: Report) -> dict[str, Any]:
         "message": report.message,
         "duration_s": learner_seconds(report.duration_s),
         "diagnosis": learner_diagnosis(report),
+        "unexplained": learner_unexplained(report.unexplained, report),
         "tiers": tiers,
     }
 
@@ -105,7 +106,20 @@ def learner_diagnosis(report: Report) -> list[dict[str, Any]]:
             "checks": [c for c in finding.checks if everything or c in visible],
             "owners": [c for c in finding.owners if everything or c in visible],
         }
+        if finding.convention:
+            entry["convention"] = finding.convention
+        unexplained = learner_unexplained(finding.unexplained, report)
+        if unexplained:
+            entry["unexplained"] = unexplained
         if everything:
             entry.update(cases_explained=finding.cases_explained, cases_failing=finding.cases_failing)
         shown.append(entry)
     return shown
+
+
+def learner_unexplained(cases: list[UnexplainedCases], report: Report) -> list[dict[str, Any]]:
+    """Unexplained failing cases of the checks a learner sees now: a held-back check's cases would tell how it went.
+    Hidden cases are already only counted, as a visible check's own case count shows them."""
+    visible = {check.id for check in report.checks() if check.visibility == "visible"}
+    everything = len(visible) == len(report.checks())
+    return [entry.model_dump() for entry in cases if everything or entry.check in visible]

@@ -71,6 +71,34 @@ class Isolation(Model):
     syscall_filter: str = ""  # the seccomp filter every worker ran under, or why there was none
 
 
+class UnexplainedCases(Model):
+    """One check's failing cases that a diagnosis leaves unexplained: visible ones by label, hidden ones counted.
+
+    `features` (on the report's own list only) say what separates them from the check's passing visible cases."""
+
+    check: str
+    cases: list[str] = []  # labels of the visible ones, at most UNEXPLAINED_LISTED
+    more: int = 0  # visible ones beyond those listed
+    hidden: int = 0  # hidden ones: only counted, their labels and inputs are the judge's
+    features: list[str] = []  # "fails only where mask has an all-zero row"
+
+    def total(self) -> int:
+        return len(self.cases) + self.more + self.hidden
+
+    def describe(self) -> str:
+        """One line: the check, the labels, the count of the rest and of hidden ones, what separates them."""
+        parts = [f"'{label}'" for label in self.cases]
+        if self.more:
+            parts.append(f"{self.more} more")
+        if self.hidden:
+            parts.append(f"{self.hidden} hidden")
+        where = f" ({'; '.join(self.features)})" if self.features else ""
+        return f"{self.check}: {', '.join(parts)}{where}"
+
+
+UNEXPLAINED_LISTED = 10  # labels listed per check; the rest are counted
+
+
 class Diagnosis(Model):
     """A misreading that explains some of the failing cases, charged in the checks that own it."""
 
@@ -81,6 +109,8 @@ class Diagnosis(Model):
     checks: list[str]  # the checks those cases belong to
     owners: list[str]  # the checks that own it
     charged_in: list[str] = []  # the owner checks where it explains a failing case
+    convention: str = ""  # when the misreading is a library's deliberate convention: which, and what is asked instead
+    unexplained: list[UnexplainedCases] = []  # by check, the failing cases this misreading does not explain
 
 
 class Report(Model):
@@ -104,6 +134,8 @@ class Report(Model):
     phases: dict[str, float] = {}  # seconds: worker_start, T0..T3, diagnosis, plots, report (for `make bench`)
     message: str = ""
     diagnosis: list[Diagnosis] = []  # most failing cases explained first
+    # by check, the failing cases no diagnosed misreading explains, with the case features that separate them
+    unexplained: list[UnexplainedCases] = []
     follow_through: bool = True  # whether cases a charged misreading explains earned their points elsewhere
 
     # the file name, what the program printed and what its import raised are the learner's own text

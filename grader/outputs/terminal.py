@@ -87,20 +87,35 @@ def full_messages(rows: Iterable[tuple[str, str]], limit: int = TERMINAL_MESSAGE
 
 
 def diagnosis_lines(report: Report) -> list[str]:
-    """The diagnosis in plain sentences, the misreading that explains most failing cases first."""
+    """The diagnosis in plain sentences, the misreading that explains most failing cases first, each with the
+    failing cases it leaves unexplained; then those no misreading explains, and what separates them."""
     lines = []
     for finding in report.diagnosis:
         owners = ", ".join(finding.owners)
+        convention = f" A library's convention: {finding.convention}" if finding.convention else ""
         lines.append(
             f"{finding.id}: explains {finding.cases_explained} of {finding.cases_failing} failing cases "
-            f"(charged in {owners}). {finding.explanation}"
+            f"(charged in {owners}). {finding.explanation}{convention}"
         )
+        lines.extend(f"    left unexplained in {entry.describe()}" for entry in finding.unexplained)
+    if report.diagnosis:
+        lines.extend(f"explained by no misreading: {entry.describe()}" for entry in report.unexplained)
     return lines
+
+
+def localisation_lines(report: Report) -> list[str]:
+    """With no misreading diagnosed, the checks whose failing cases share a feature no passing case has."""
+    return [entry.describe() for entry in report.unexplained if entry.features]
 
 
 def print_diagnosis(report: Report, console: Console) -> None:
     """What most likely went wrong, before the table of symptoms."""
     if not report.diagnosis:
+        located = localisation_lines(report)
+        if located:
+            console.print(Text("No known misreading explains the failures; where they lie:", style="bold"))
+            for line in located:
+                console.print(Text(f"  - {line}"))
         return
     console.print(Text("Diagnosis, the likeliest misreading first:", style="bold"))
     for line in diagnosis_lines(report):

@@ -165,7 +165,12 @@ def render(report: Report, before: dict[str, Verdict], seconds: float) -> list[T
             f"({entry.cases_explained} of {entry.cases_failing} failing cases; charged in {', '.join(entry.owners)})",
             style="dim",
         )
+        if entry.convention:
+            line.append(f" A library's convention: {clean_line(entry.convention, 600)}", style="dim")
         shown.append(line)
+        shown.extend(
+            Text(f"  left unexplained in {clean_line(u.describe(), 600)}", style="dim") for u in entry.unexplained
+        )
     if report.message:
         shown.append(Text(clean_line(report.message, 600), style="red"))
     table = Table(show_header=True, box=None, pad_edge=False)

@@ -11,7 +11,7 @@ from grader.outputs.learner_view import learner_message
 from grader.outputs.pages.markup import Markup, el, join, page, png_data_uri
 from grader.outputs.pages.previews import reference_previews
 from grader.outputs.plots import preview_file
-from grader.outputs.report import CheckResult, Report, TierResult, round_score, write_atomic
+from grader.outputs.report import CheckResult, Report, TierResult, UnexplainedCases, round_score, write_atomic
 
 
 @dataclass(frozen=True)
@@ -119,10 +119,16 @@ def _summary(report: Report) -> Markup:
             f". {d.explanation} It explains "
             f"{d.cases_explained} of the {d.cases_failing} failing cases, in {', '.join(d.checks)}; it is "
             f"charged in {', '.join(d.owners)}.",
+            [" ", el("em", "A library's convention: "), d.convention] if d.convention else [],
+            _unexplained_list(d.unexplained, "Left unexplained: "),
             class_="diagnosis",
         )
         for d in report.diagnosis
     ]
+    # with no misreading named, only where the failures lie is worth a line: the list of symptoms follows anyway
+    located = report.unexplained if report.diagnosis else [entry for entry in report.unexplained if entry.features]
+    if located:
+        diagnosis.append(el("p", _unexplained_list(located, "Explained by no misreading: "), class_="sub"))
     if report.diagnosis and report.follow_through:
         diagnosis.append(
             el(
@@ -140,6 +146,14 @@ def _summary(report: Report) -> Markup:
         class_="summary",
         id="summary",
     )
+
+
+def _unexplained_list(cases: list[UnexplainedCases], lead: str) -> list[Markup | str]:
+    """By check, the failing cases left unexplained: visible ones by label, hidden ones counted, and what separates
+    them; nothing when there are none."""
+    if not cases:
+        return []
+    return [" ", el("span", lead, "; ".join(entry.describe() for entry in cases), ".", class_="unexplained")]
 
 
 def _visibility_note(report: Report) -> Markup:
