@@ -27,7 +27,8 @@ class PortDeclaration(BaseModel):
     repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
     file: str = Field(min_length=1)
-    lines: str = Field(pattern=r"^\d+(-\d+)?(, *\d+(-\d+)?)*$")
+    # line ranges of `file`, then any other file or function the behaviour spans ("17-38, 41-55; loss.py 25-35")
+    lines: str = Field(pattern=r"^\S", max_length=400)
     reproduces: str = Field(min_length=1)
     departures: list[str] = []
     breaks: list[str] = []  # clause ids; empty when the port follows every clause it is graded on
