@@ -100,12 +100,18 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
                  ) -> tuple[Tensor, Tensor, Tensor]:
     """train_logp, rollout_logp and a bool mask; some valid token keeps its ratio and some does not.
 
-    Padding is ragged unless `full`; `pad_value` None leaves random log-ratios on it, NEUTRAL_PAD a log-ratio that
-    underflows exp to 0 (see `_neutral_padding`), any other value that value in train_logp."""
+    Padding is ragged unless `full`; `pad_value` None leaves random log-ratios on it, any float that value in
+    train_logp, and NEUTRAL_PAD a log-ratio that underflows exp to 0 (see `_neutral_padding`) on rows that all
+    hold as many valid tokens, so that neither a padding convention nor a per-response clipfrac shows."""
     rows, cols = shape
     rollout = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
     log_ratio = torch.randn(shape, generator=g, dtype=F64) * spread  # [B, L]
-    lengths = torch.full((rows,), cols) if full else torch.randint(0, cols + 1, (rows,), generator=g)
+    if full:
+        lengths = torch.full((rows,), cols)
+    elif pad_value == NEUTRAL_PAD:  # every row as long: the share per response is the share of the batch
+        lengths = torch.full((rows,), _randint(g, max(1, cols // 2), cols))
+    else:
+        lengths = torch.randint(0, cols + 1, (rows,), generator=g)
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
     flat = mask.reshape(-1)
     if int(flat.sum()) < 3:  # tiny shapes: make the first three positions valid
@@ -408,9 +414,9 @@ BOUNDS_GRID = [0.15, 0.3, 0.55, 0.75, 0.95, 1.0, 1.1, 1.35, 1.7, 2.6, 4.5]
 # echoed back would match, so the check would charge a trivial answer for that misreading.
 EXPLICIT_BOUNDS: dict[str, list[Bounds]] = {
     TIS: [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15}, {"low": 0.4, "high": 1.2},
-          {"low": 0.7}, {"low": 0.2, "high": 1.6}],
+          {"low": 0.7, "high": 2.0}, {"low": 0.2, "high": 1.6}],
     ICEPOP: [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15},
-             {"low": 0.0, "high": 1.2}, {"low": 0.7}, {"high": 1.6}],
+             {"low": 0.0, "high": 1.2}, {"low": 0.7, "high": 2.0}, {"low": 0.5, "high": 1.6}],
 }
 
 
@@ -620,8 +626,8 @@ def bfloat16_inputs(g: torch.Generator) -> list[Call]:
         plan: list[tuple[tuple[int, int], Bounds]] = [((4, 16), {"low": 0.8, "high": 1.2}), ((8, 32), neutral(mode)),
                                                       ((3, 64), {"low": 0.5, "high": 1.5})]
         for shape, bounds in plan:
-            # neutral padding: the padding conventions are the padding checks' business
-            train, rollout, mask = random_batch(g, shape, BF16, mode, bounds, pad_value=NEUTRAL_PAD, spread=0.3)
+            # no padding: under TIS a bound low > 0 would show a weight left on the padding
+            train, rollout, mask = random_batch(g, shape, BF16, mode, bounds, spread=0.3, full=True)
             # two valid tokens whose ratio is exactly the rounded low and the rounded high
             low, high = resolved(mode, bounds)
             for column, bound in ((1, low), (2, high)):
