@@ -468,8 +468,18 @@ def _extreme_batch(g: torch.Generator, dtype: torch.dtype) -> tuple[Tensor, Tens
 
 
 def extreme_ratios(g: torch.Generator) -> list[Call]:
+    """TIS: an overflowing ratio gets weight high and counts."""
+    return _extreme_calls(g, TIS)
+
+
+def extreme_ratios_icepop(g: torch.Generator) -> list[Call]:
+    """ICE-POP: an overflowing ratio gets 0 and counts; one that underflows to 0 keeps w = 0 = rho, not counted."""
+    return _extreme_calls(g, ICEPOP)
+
+
+def _extreme_calls(g: torch.Generator, mode: str) -> list[Call]:
     calls = []
-    for mode in MODES:
+    for _ in range(2):  # as many cases per mode as when both modes shared the check
         for dtype in DTYPES:
             for bounds in (neutral(mode), {"low": 0.5, "high": 1.5}):
                 train, rollout, mask, least = _extreme_batch(g, dtype)
