@@ -193,7 +193,9 @@ def test_raising_as_a_misreading_does_buys_no_credit(graded: tuple[Path, dict[st
     are not that misreading's alone, so nothing is carried for them and the file earns no more than its twin."""
     _, reports = graded
     raising, twin = reports["tis_masks_bool_mask"], reports["tis_masks"]
-    assert {d["id"] for d in raising["diagnosis"]} >= {"tis_masks", "mask_used_as_bool"}
+    assert "tis_masks" in {d["id"] for d in raising["diagnosis"]}
+    # the mask misreading raises only where the mask is not bool, the mask dtype check's cases: lost there
+    assert checks_of(raising)["mask_dtypes"]["verdict"] != Verdict.PASS
     credited = {c["id"]: c["followed_through"] for c in checks_of(raising).values() if c["cases_followed_through"]}
     assert all("mask_used_as_bool" not in mids for mids in credited.values()), credited
     assert raising["score"] <= twin["score"]
