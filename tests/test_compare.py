@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from grader.judge.compare import MAX_ELEMENTS, compare_tensors
+from grader.judge.compare import MAX_ELEMENTS, compare_output, compare_tensors
 from grader.model.spec import Tolerance
 
 TOL = Tolerance(rtol=1e-4, atol=1e-6)
@@ -124,3 +124,25 @@ def test_without_evidence_the_answer_is_the_same() -> None:
             full = compare_tensors("w", got, want, tol)
             quick = compare_tensors("w", got, want, tol, evidence=False)
             assert (full is None) == (quick is None), (trial, tol)
+
+
+def _scalar_tensor(value: float) -> dict[str, object]:
+    tensor = torch.tensor(value, dtype=torch.float64)
+    return {"kind": "tensor", "value": tensor, "requires_grad": False, "has_grad_fn": False, "device": "cpu"}
+
+
+def test_a_python_number_is_compared_by_value_where_the_type_is_owned_elsewhere() -> None:
+    """A check that leaves "type" out of its aspects judges a 0-dim result's value, however it was returned: the
+    contract check, which compares the type, charges a Python float once."""
+    tolerances = {"float64": Tolerance(rtol=1e-9, atol=1e-12)}
+    want = _scalar_tensor(0.25)
+    number = {"kind": "python", "type": "float", "value": 0.25}
+    assert compare_output("clipfrac", number, want, ["dtype", "values"], tolerances) is None
+    wrong = compare_output("clipfrac", {**number, "value": 0.5}, want, ["dtype", "values"], tolerances)
+    assert wrong is not None and "expected 0.25" in wrong.message
+    typed = compare_output("clipfrac", number, want, ["type", "dtype", "values"], tolerances)
+    assert typed is not None and "Python float" in typed.message
+    flag = {"kind": "python", "type": "bool", "value": True}
+    assert compare_output("clipfrac", flag, _scalar_tensor(1.0), ["values"], tolerances) is not None
+    vector = {**want, "value": torch.zeros(3, dtype=torch.float64)}
+    assert compare_output("weights", number, vector, ["values"], tolerances) is not None

@@ -271,6 +271,19 @@ def _is_instance(exc: dict[str, Any], type_name: str) -> bool:
     return type_name == exc["type"] or type_name in exc.get("bases", [])
 
 
+def _number_as_tensor(got: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
+    """A Python int or float where a 0-dim tensor is expected, as that tensor: a check that leaves the type to
+    another check (one that does not compare "type") judges the value, so a number returned for a tensor is charged
+    once, where the type is compared. Anything else is returned as it is."""
+    value, expected = got.get("value"), want["value"]
+    if got.get("kind") != "python" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return got
+    if expected.dim() != 0 or not expected.is_floating_point():
+        return got
+    tensor = torch.tensor(float(value), dtype=expected.dtype)
+    return {"kind": "tensor", "value": tensor, "requires_grad": False, "has_grad_fn": False, "device": want["device"]}
+
+
 def compare_output(
     name: str,
     got: dict[str, Any],
@@ -290,6 +303,8 @@ def compare_output(
                 f"{name}: the result differs from the expected value",
             )
         return None
+    if got["kind"] != "tensor" and "type" not in aspects:
+        got = _number_as_tensor(got, want)
     if got["kind"] != "tensor":
         return Mismatch.of(
             f"{name}: expected a torch.Tensor, got {describe_kind(got)}",

@@ -87,13 +87,31 @@ def resolved(mode: str, bounds: Bounds) -> tuple[float, float]:
     return (default_low if low is None else low), (default_high if high is None else high)
 
 
+NEUTRAL_BOUNDS: dict[str, Bounds] = {TIS: {"low": 0.0, "high": 2.0}, ICEPOP: {"low": 0.5, "high": 2.0}}
+
+
+def neutral(mode: str) -> Bounds:
+    """The mode's default bounds passed explicitly: a check about something else never depends on the defaults."""
+    return dict(NEUTRAL_BOUNDS[mode])
+
+
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, mode: str, bounds: Bounds,
-                 pad_value: float | None = None, spread: float = 0.7) -> tuple[Tensor, Tensor, Tensor]:
-    """train_logp, rollout_logp and a bool mask; some valid token keeps its ratio and some does not."""
+                 pad_value: float | str | None = None, spread: float = 0.7, full: bool = False,
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """train_logp, rollout_logp and a bool mask; some valid token keeps its ratio and some does not.
+
+    Padding is ragged unless `full`; `pad_value` None leaves random log-ratios on it, any float that value in
+    train_logp, and NEUTRAL_PAD a log-ratio that underflows exp to 0 (see `_neutral_padding`) on rows that all
+    hold as many valid tokens, so that neither a padding convention nor a per-response clipfrac shows."""
     rows, cols = shape
     rollout = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
     log_ratio = torch.randn(shape, generator=g, dtype=F64) * spread  # [B, L]
-    lengths = torch.randint(0, cols + 1, (rows,), generator=g)
+    if full:
+        lengths = torch.full((rows,), cols)
+    elif pad_value == NEUTRAL_PAD:  # every row as long: the share per response is the share of the batch
+        lengths = torch.full((rows,), _randint(g, max(1, cols // 2), cols))
+    else:
+        lengths = torch.randint(0, cols + 1, (rows,), generator=g)
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
     flat = mask.reshape(-1)
     if int(flat.sum()) < 3:  # tiny shapes: make the first three positions valid
@@ -108,42 +126,62 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     if low > 0:
         log_ratio[i2, t2] = math.log(low) - 0.7  # below the interval
     train = rollout + log_ratio
-    if pad_value is not None:
+    if pad_value == NEUTRAL_PAD:
+        train = _neutral_padding(train, rollout, mask, g)
+    elif isinstance(pad_value, float):
         train = torch.where(mask, train, torch.full_like(train, pad_value))
     return train.to(dtype), rollout.to(dtype), mask
 
 
+NEUTRAL_PAD = "neutral"  # random_batch's pad_value for padding that no padding convention can tell apart
+
+
+def _neutral_padding(train: Tensor, rollout: Tensor, mask: Tensor, g: torch.Generator) -> Tensor:
+    """train with every padded position set to a finite log-ratio below -800: its ratio underflows to 0 in every
+    dtype, so a weight left on the padding is 0 under ICE-POP and under TIS with low = 0, and a check about
+    something else does not charge the padding convention (owned by oracle_padded and padding_nan_inf)."""
+    deep = rollout - 800.0 - torch.rand(train.shape, generator=g, dtype=F64) * 100  # [B, L]
+    return torch.where(mask, train, deep)
+
+
 RANDOM_SHAPES = [(3, 7), (5, 5), (1, 9), (6, 1), (2, 2), (8, 33), (16, 64), (64, 256)]
+# Explicit bounds only: the defaults, the mask dtypes and the padding conventions own checks of their own, so the
+# formula's batches keep them at a neutral background (both bounds given, a bool mask, no padding).
 RANDOM_BOUNDS: dict[str, list[Bounds]] = {
-    TIS: [{}, {"low": 0.0, "high": 1.5}, {"low": 0.5, "high": 2.0}, {"low": 0.8, "high": 1.25},
-          {"high": 3.0}, {"low": 0.25}, {"low": None, "high": 1.2}],
-    ICEPOP: [{}, {"low": 0.8, "high": 1.2}, {"low": 0.2, "high": 5.0}, {"low": 0.0, "high": 1.5},
-             {"high": 3.0}, {"low": 0.7}, {"low": 0.9, "high": None}],
+    TIS: [{"low": 0.0, "high": 2.0}, {"low": 0.0, "high": 1.5}, {"low": 0.5, "high": 2.0}, {"low": 0.8, "high": 1.25},
+          {"low": 0.0, "high": 3.0}, {"low": 0.25, "high": 2.0}, {"low": 0.0, "high": 1.2}],
+    ICEPOP: [{"low": 0.5, "high": 2.0}, {"low": 0.8, "high": 1.2}, {"low": 0.2, "high": 5.0}, {"low": 0.0, "high": 1.5},
+             {"low": 0.5, "high": 3.0}, {"low": 0.7, "high": 2.0}, {"low": 0.9, "high": 2.0}],
 }
-PAD_VALUES = (None, math.nan, math.inf, -math.inf)
 
 
-def _random_configs(g: torch.Generator, mode: str) -> Iterator[Call]:
+def _random_configs(g: torch.Generator, mode: str, padded: bool) -> Iterator[Call]:
     options = RANDOM_BOUNDS[mode]
     for index, shape in enumerate(RANDOM_SHAPES):
         for dtype in DTYPES:
-            step = 2 * index + (dtype == F64)
-            kind, bounds = MASK_KINDS[step % len(MASK_KINDS)], options[step % len(options)]
-            pad = PAD_VALUES[step % len(PAD_VALUES)]
-            pad_value = float(torch.randn(1, generator=g)) if pad is None else pad
-            train, rollout, mask = random_batch(g, shape, dtype, mode, bounds, pad_value)
-            # a hidden case's label names the kind of padding, never its value (an input of the case)
-            padding = "random finite" if pad is None else f"{pad_value:g}" if not math.isfinite(pad_value) else "finite"
-            label = f"{_name(dtype)} {list(shape)} {kind} mask, {_bounds_text(bounds)}, {padding} padding"
-            yield call(train, rollout, _mask_as(mask, kind), mode, bounds, label, hidden=True)
+            bounds = options[(2 * index + (dtype == F64)) % len(options)]
+            if padded:  # ragged rows whose padding holds random finite log-ratios: weight 0 there, never counted
+                train, rollout, mask = random_batch(g, shape, dtype, mode, bounds)
+                padding = "ragged rows, random finite padding"
+            else:
+                train, rollout, mask = random_batch(g, shape, dtype, mode, bounds, full=True)
+                padding = "no padding"
+            label = f"{_name(dtype)} {list(shape)}, {_bounds_text(bounds)}, {padding}"
+            yield call(train, rollout, mask, mode, bounds, label, hidden=True)
 
 
 def random_tis(g: torch.Generator) -> list[Call]:
-    return list(_random_configs(g, TIS))
+    return list(_random_configs(g, TIS, padded=False))
 
 
 def random_icepop(g: torch.Generator) -> list[Call]:
-    return list(_random_configs(g, ICEPOP))
+    return list(_random_configs(g, ICEPOP, padded=False))
+
+
+def random_padded(g: torch.Generator) -> list[Call]:
+    """Both modes on ragged batches: what varies is the padding alone, finite and owned by padding_zeroed."""
+    calls = [c for mode in MODES for c in _random_configs(g, mode, padded=True)]
+    return calls[::2]  # every second configuration: half the batches of the formula checks, both modes and dtypes
 
 
 # ---------------------------------------------------------------- T0 contracts
@@ -151,13 +189,12 @@ def random_icepop(g: torch.Generator) -> list[Call]:
 
 def contract(g: torch.Generator) -> list[Call]:
     calls = []
-    plan = [(F32, "bool", (3, 5)), (F64, "float32", (4, 4)), (F32, "int64", (1, 6)), (F64, "bool", (7, 2)),
-            (BF16, "uint8", (2, 8))]
+    plan = [(F32, (3, 5)), (F64, (4, 4)), (F32, (1, 6)), (F64, (7, 2)), (BF16, (2, 8))]
     for mode in MODES:
-        for dtype, kind, shape in plan:
-            train, rollout, mask = random_batch(g, shape, dtype, mode, {})
-            calls.append(call(train, rollout, _mask_as(mask, kind), mode, {}, f"{_name(dtype)} {list(shape)} "
-                              f"{kind} mask"))
+        for dtype, shape in plan:
+            train, rollout, mask = random_batch(g, shape, dtype, mode, neutral(mode), pad_value=NEUTRAL_PAD)
+            calls.append(call(train, rollout, mask, mode, neutral(mode), f"{_name(dtype)} {list(shape)}, "
+                              f"{_bounds_text(neutral(mode))}"))
     return calls
 
 
@@ -165,30 +202,30 @@ def contract_grad(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            train, rollout, mask = random_batch(g, (3, 5), dtype, mode, {})
-            calls.append(call(train, rollout, mask, mode, {}, f"{_name(dtype)}, train_logp and rollout_logp "
+            train, rollout, mask = random_batch(g, (3, 5), dtype, mode, neutral(mode), pad_value=NEUTRAL_PAD)
+            calls.append(call(train, rollout, mask, mode, neutral(mode), f"{_name(dtype)}, train_logp and rollout_logp "
                               "require grad", requires_grad=("train_logp", "rollout_logp")))
     return calls
 
 
 def empty_mask(g: torch.Generator) -> list[Call]:
-    """Every empty-mask call is grouped with a call of the same mode, dtype and shape whose mask is not empty;
-    the padding of an empty call is NaN/inf or finite, in turn."""
+    """Every empty-mask call is grouped with a call of the same mode, dtype and shape whose mask is not empty.
+
+    The padding of an empty call is finite with ratios that underflow to 0 (see `_neutral_padding`): NaN and inf
+    padding is the padding check's business, so what varies here is the emptiness alone."""
     calls = []
     for mode in MODES:
-        for index, (dtype, kind) in enumerate([(F32, "bool"), (F64, "float64"), (F32, "int32")]):
+        for index, dtype in enumerate([F32, F64, F32]):
             shape = (_randint(g, 2, 5), _randint(g, 3, 7))
-            train, rollout, _ = random_batch(g, shape, dtype, mode, {})
             empty = torch.zeros(shape, dtype=torch.bool)
-            padding = "NaN/inf" if index != 1 else "finite"
-            if index != 1:
-                train, rollout = _pad_non_finite(train, empty, g), _pad_non_finite(rollout, empty, g)
-            group = f"{mode} {_name(dtype)} {kind} mask"
-            label = f"{_name(dtype)} {list(shape)} {kind} mask"
-            calls.append(call(train, rollout, _mask_as(empty, kind), mode, {},
-                              f"{label}, every token masked, padding {padding}", group=group))
-            filled = random_batch(g, shape, dtype, mode, {})
-            calls.append(call(*filled[:2], _mask_as(filled[2], kind), mode, {},
+            rollout = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
+            train = _neutral_padding(rollout, rollout, empty, g)
+            group = f"{mode} {_name(dtype)} pair {index}"
+            label = f"{_name(dtype)} {list(shape)}"
+            calls.append(call(train.to(dtype), rollout.to(dtype), empty, mode, neutral(mode),
+                              f"{label}, every token masked", group=group))
+            filled = random_batch(g, shape, dtype, mode, neutral(mode), pad_value=NEUTRAL_PAD)
+            calls.append(call(*filled, mode, neutral(mode),
                               f"{label}, valid tokens: the partner of an empty-mask case", group=group).as_partner())
     return _shuffled(calls, g)
 
@@ -199,14 +236,14 @@ def mutation(g: torch.Generator) -> list[Call]:
     for mode in MODES:
         for dtype in DTYPES:
             shape = (_randint(g, 3, 5), _randint(g, 4, 8))
-            train, rollout, mask = random_batch(g, shape, dtype, mode, {})
+            train, rollout, mask = random_batch(g, shape, dtype, mode, neutral(mode))
             if bool(mask.all()):
                 mask[-1, -1] = False
             train, rollout = _pad_non_finite(train, mask, g), _pad_non_finite(rollout, mask, g)
             label = f"{_name(dtype)} {list(shape)} with NaN/inf padding"
-            calls.append(call(train, rollout, mask, mode, {}, label))
-            calls.append(call(train.t().contiguous().t(), rollout, mask.to(dtype), mode, {},
-                              label + ", column-major train_logp, float mask"))
+            calls.append(call(train, rollout, mask, mode, neutral(mode), label))
+            calls.append(call(train.t().contiguous().t(), rollout, mask, mode, neutral(mode),
+                              label + ", column-major train_logp"))
     return calls
 
 
@@ -265,11 +302,10 @@ def _exact_pair(d: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
     return train[first], rollout[first]
 
 
-ENDPOINT_BOUNDS: dict[str, list[tuple[float, float]]] = {
-    TIS: [(0.8, 1.2), (0.5, 1.5), (0.7, 1.3)],
-    ICEPOP: [(0.8, 1.2), (0.5, 1.5), (0.7, 1.3)],
-}
-ENDPOINT_DTYPES = (F32, F64, BF16)
+ENDPOINT_BOUNDS = [(0.8, 1.2), (0.5, 1.5), (0.7, 1.3)]
+# float64 takes one pair of bounds: its endpoints are the same convention, and a float64 ratio computed in float32
+# (the precision check's business) misses them bitwise
+ENDPOINT_PLAN = [(F32, ENDPOINT_BOUNDS), (BF16, ENDPOINT_BOUNDS), (F64, ENDPOINT_BOUNDS[:1])]
 
 
 ENDPOINT_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))  # 8 tokens, every one valid
@@ -293,29 +329,40 @@ def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, low: float, high: fl
     return train[order].reshape(shape), rollout[order].reshape(shape), torch.ones(shape, dtype=torch.bool)
 
 
-def exact_endpoints(g: torch.Generator) -> list[Call]:
+def _exact_endpoints(g: torch.Generator, mode: str) -> list[Call]:
     calls = []
-    for mode in MODES:
-        for dtype in ENDPOINT_DTYPES:
-            for low, high in ENDPOINT_BOUNDS[mode]:
-                train, rollout, mask = _endpoint_batch(g, dtype, low, high)
-                label = (f"{_name(dtype)} {list(train.shape)}, low={low:g}, high={high:g}: ratios exactly on low "
-                         "and on high, no padding")
-                calls.append(call(train, rollout, mask, mode, {"low": low, "high": high}, label))
+    for dtype, pairs in ENDPOINT_PLAN:
+        for low, high in pairs:
+            train, rollout, mask = _endpoint_batch(g, dtype, low, high)
+            label = (f"{_name(dtype)} {list(train.shape)}, low={low:g}, high={high:g}: ratios exactly on low "
+                     "and on high, no padding")
+            calls.append(call(train, rollout, mask, mode, {"low": low, "high": high}, label))
     return calls
 
 
-SWEEP_PLAN: dict[str, list[tuple[Bounds, str]]] = {
-    TIS: [({"low": 0.8, "high": 1.25}, "low"), ({"low": 0.8, "high": 1.25}, "high"), ({}, "high")],
-    ICEPOP: [({"low": 0.8, "high": 1.2}, "low"), ({"low": 0.8, "high": 1.2}, "high"), ({}, "low"), ({}, "high")],
-}
+def exact_endpoints(g: torch.Generator) -> list[Call]:
+    """ICE-POP keeps a ratio exactly on either bound, with its weight rho, and does not count it."""
+    return _exact_endpoints(g, ICEPOP)
+
+
+def exact_endpoints_tis(g: torch.Generator) -> list[Call]:
+    """TIS leaves a ratio exactly on a bound as it is, and does not count it as clipped."""
+    return _exact_endpoints(g, TIS)
+
+
+# ICE-POP bounds whose float32 and bfloat16 roundings fall outside the interval (0.7, 0.9 and 0.65 round down,
+# 1.2, 1.1 and 1.6 round up): a ratio exactly on the rounded bound is kept when compared in the input dtype and
+# rejected when widened and compared with the unrounded bound, so every case of the sweep tells the two apart.
+SWEEP_PLAN: list[tuple[Bounds, str]] = [({"low": 0.7, "high": 1.2}, "low"), ({"low": 0.7, "high": 1.2}, "high"),
+                                        ({"low": 0.9, "high": 1.1}, "low"), ({"low": 0.65, "high": 1.6}, "high")]
+SWEEP_DTYPES = (F32, BF16)
 
 
 def endpoint_sweep(g: torch.Generator) -> list[Call]:
     calls = []
-    for mode in MODES:
-        for dtype in ENDPOINT_DTYPES:
-            for bounds, side in SWEEP_PLAN[mode]:
+    for mode in (ICEPOP,):
+        for dtype in SWEEP_DTYPES:
+            for bounds, side in SWEEP_PLAN:
                 low, high = resolved(mode, bounds)
                 bound = torch.tensor(low if side == "low" else high, dtype=dtype)
                 log_ratio = _neighbours(torch.log(bound.to(F64)).to(dtype), 64, 64)  # [129]
@@ -341,11 +388,21 @@ DEFAULT_GRID = [0.3, 0.45, 0.55, 0.9, 1.0, 1.5, 1.9, 2.1, 3.0, 6.0]
 
 
 def mode_defaults(g: torch.Generator) -> list[Call]:
+    """Both bounds omitted or None."""
+    return _defaults(g, ({}, {"low": None, "high": None}))
+
+
+def defaults_each_bound(g: torch.Generator) -> list[Call]:
+    """One bound given, the other omitted: the given one is honoured and the other takes its own default."""
+    # high given, low omitted: the ICE-POP default low stays 0.5, not 1 / high
+    return _defaults(g, ({"low": None, "high": 1.6}, {"low": 0.4, "high": None}, {"high": 4.0}, {"low": 0.7}))
+
+
+def _defaults(g: torch.Generator, plan: tuple[Bounds, ...]) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            # high given, low omitted: the ICE-POP default low stays 0.5, not 1 / high
-            for bounds in ({}, {"low": None, "high": None}, {"low": None}, {"high": None}, {"high": 4.0}):
+            for bounds in plan:
                 train, rollout, mask = _ratio_grid(DEFAULT_GRID, dtype, g)
                 label = f"{_name(dtype)}, {_bounds_text(bounds)}, ratios {DEFAULT_GRID}"
                 calls.append(call(train, rollout, mask, mode, bounds, label))
@@ -357,9 +414,9 @@ BOUNDS_GRID = [0.15, 0.3, 0.55, 0.75, 0.95, 1.0, 1.1, 1.35, 1.7, 2.6, 4.5]
 # echoed back would match, so the check would charge a trivial answer for that misreading.
 EXPLICIT_BOUNDS: dict[str, list[Bounds]] = {
     TIS: [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15}, {"low": 0.4, "high": 1.2},
-          {"low": 0.7}, {"low": 0.2, "high": 1.6}],
+          {"low": 0.7, "high": 2.0}, {"low": 0.2, "high": 1.6}],
     ICEPOP: [{"low": 0.5, "high": 1.5}, {"low": 0.25, "high": 4.0}, {"low": 0.9, "high": 1.15},
-             {"low": 0.0, "high": 1.2}, {"low": 0.7}, {"high": 1.6}],
+             {"low": 0.0, "high": 1.2}, {"low": 0.7, "high": 2.0}, {"low": 0.5, "high": 1.6}],
 }
 
 
@@ -378,7 +435,8 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            for pad_train, pad_rollout in [(math.nan, math.nan), (math.inf, -math.inf), (-math.inf, math.nan),
+            # every pair makes the padded log-ratio NaN (inf - inf included): what a mask multiplied in keeps
+            for pad_train, pad_rollout in [(math.nan, math.nan), (math.inf, math.inf), (-math.inf, math.nan),
                                            (math.nan, math.inf)]:
                 bounds: Bounds = {"low": 0.5, "high": 1.5}
                 train, rollout, mask = random_batch(g, (4, 6), dtype, mode, bounds)
@@ -410,10 +468,20 @@ def _extreme_batch(g: torch.Generator, dtype: torch.dtype) -> tuple[Tensor, Tens
 
 
 def extreme_ratios(g: torch.Generator) -> list[Call]:
+    """TIS: an overflowing ratio gets weight high and counts."""
+    return _extreme_calls(g, TIS)
+
+
+def extreme_ratios_icepop(g: torch.Generator) -> list[Call]:
+    """ICE-POP: an overflowing ratio gets 0 and counts; one that underflows to 0 keeps w = 0 = rho, not counted."""
+    return _extreme_calls(g, ICEPOP)
+
+
+def _extreme_calls(g: torch.Generator, mode: str) -> list[Call]:
     calls = []
-    for mode in MODES:
+    for _ in range(2):  # as many cases per mode as when both modes shared the check
         for dtype in DTYPES:
-            for bounds in ({}, {"low": 0.5, "high": 1.5}):
+            for bounds in (neutral(mode), {"low": 0.5, "high": 1.5}):
                 train, rollout, mask, least = _extreme_batch(g, dtype)
                 label = (f"{_name(dtype)} {list(train.shape)}, {_bounds_text(bounds)}: log-ratios above {least:g} "
                          f"(exp overflows) and below -{least:g} (underflows to 0), train_logp = rollout_logp below "
@@ -430,7 +498,8 @@ CLIPFRAC_REGIONS = {"low": (0.15, 0.4), "in": (0.6, 1.8), "high": (2.5, 6.0)}  #
 def clipfrac_counts(g: torch.Generator) -> list[Call]:
     """Heavy padding and one-sided changes: clipfrac counts both sides, over valid tokens only.
 
-    The padding is finite: NaN and inf are the padding check's business."""
+    The padding is finite, with ratios that underflow to 0: the padding conventions are the padding checks'
+    business."""
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
@@ -438,10 +507,10 @@ def clipfrac_counts(g: torch.Generator) -> list[Call]:
                 bounds: Bounds = {"low": 0.5, "high": 2.0}
                 ratios = torch.tensor([_uniform(g, *CLIPFRAC_REGIONS[r]) for r in regions], dtype=F64)
                 rollout = -(torch.rand(4, 8, generator=g, dtype=F64) * 3 + 0.05)  # [4, 8]: 5 valid tokens, 27 padded
-                train = rollout + torch.randn(4, 8, generator=g, dtype=F64)
                 mask = torch.zeros(32, dtype=torch.bool)
                 mask[torch.randperm(32, generator=g)[:5]] = True
                 mask = mask.reshape(4, 8)
+                train = _neutral_padding(rollout.clone(), rollout, mask, g)
                 train[mask] = rollout[mask] + torch.log(ratios)
                 label = (f"{_name(dtype)} [4, 8], 5 valid tokens of 32, ratios {[round(float(r), 2) for r in ratios]} "
                          f"(changes {side} the interval)")
@@ -454,10 +523,10 @@ def mask_dtypes(g: torch.Generator) -> list[Call]:
     for mode in MODES:
         for dtype, kind in [(F32, "float64"), (F32, "int32"), (F32, "uint8"), (F64, "float32"), (F64, "int64"),
                             (F32, "bool")]:
-            pad = float(torch.randn((), generator=g))  # finite: NaN padding is the padding check's business
-            train, rollout, mask = random_batch(g, (3, 6), dtype, mode, {}, pad_value=pad)
+            # neutral padding: the padding conventions are the padding checks' business
+            train, rollout, mask = random_batch(g, (3, 6), dtype, mode, neutral(mode), pad_value=NEUTRAL_PAD)
             label = f"{_name(dtype)} inputs with a {kind} mask"
-            calls.append(call(train, rollout, _mask_as(mask, kind), mode, {}, label))
+            calls.append(call(train, rollout, _mask_as(mask, kind), mode, neutral(mode), label))
     return calls
 
 
@@ -465,15 +534,17 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
         for dtype in DTYPES:
-            train, rollout, mask = random_batch(g, (6, 8), dtype, mode, {"low": 0.5, "high": 1.5})
+            bounds = {"low": 0.0, "high": 1.5} if mode == TIS else {"low": 0.5, "high": 1.5}
+            train, rollout, mask = random_batch(g, (6, 8), dtype, mode, bounds, pad_value=NEUTRAL_PAD)
             views = [t.t().contiguous().t() for t in (train, rollout, mask)]
             assert not views[0].is_contiguous()
-            calls.append(call(*views, mode, {"low": 0.5, "high": 1.5}, f"{_name(dtype)}: transposed [6, 8] views"))
-            narrow = random_batch(g, (5, 8), dtype, mode, {}, pad_value=float(torch.randn((), generator=g)))
+            calls.append(call(*views, mode, bounds, f"{_name(dtype)}: transposed [6, 8] views"))
+            narrow = random_batch(g, (5, 8), dtype, mode, neutral(mode), pad_value=NEUTRAL_PAD)
             # interleave with columns of other values, then take every second column: the batch again, strided
             train2, rollout2, mask2 = (torch.stack([t, t.flip(1)], dim=-1).reshape(5, 16)[:, ::2] for t in narrow)
             assert not train2.is_contiguous()
-            calls.append(call(train2, rollout2, mask2, mode, {}, f"{_name(dtype)}: every second column of [5, 16]"))
+            calls.append(call(train2, rollout2, mask2, mode, neutral(mode),
+                              f"{_name(dtype)}: every second column of [5, 16]"))
     return calls
 
 
@@ -496,18 +567,34 @@ BOUND_ERRORS: list[tuple[str, Bounds]] = [
 ]
 
 
-def value_errors(g: torch.Generator) -> list[Call]:
+def shape_errors(g: torch.Generator) -> list[Call]:
+    """Mismatched or broadcastable shapes must raise."""
+    return _must_raise(g, [(mode, label, change) for mode in MODES for label, change in SHAPE_ERRORS])
+
+
+def bound_errors(g: torch.Generator) -> list[Call]:
+    """Bounds that are not finite, negative, crossed (after the defaults) or a high of 0 must raise."""
+    bad: list[tuple[str, str, Change]] = [
+        (mode, label, lambda b, bounds=bounds: dict(bounds)) for mode in MODES for label, bounds in BOUND_ERRORS
+    ]
+    bad.append((ICEPOP, "high = 0.3 < default low 0.5", lambda b: {"high": 0.3}))
+    return _must_raise(g, bad)
+
+
+def mode_errors(g: torch.Generator) -> list[Call]:
+    """A mode other than exactly "tis" or "icepop" must raise."""
+    modes = ("mis", "TIS", "IcePop", "", "tis ", "ICEPOP")
+    return _must_raise(g, [(mode, f"unknown mode {mode!r}", lambda b: {}) for mode in modes])
+
+
+def _must_raise(g: torch.Generator, bad: list[tuple[str, str, Change]]) -> list[Call]:
     """Each call that must raise is grouped with a valid call in the same mode, in an order drawn from g:
     raising on everything, or never, earns nothing."""
-    bad: list[tuple[str, str, Change]] = [(mode, label, change) for mode in MODES for label, change in SHAPE_ERRORS]
-    bad += [(mode, label, lambda b, bounds=bounds: dict(bounds)) for mode in MODES for label, bounds in BOUND_ERRORS]
-    bad.append((ICEPOP, "high = 0.3 < default low 0.5", lambda b: {"high": 0.3}))
-    bad += [(mode, f"unknown mode {mode!r}", lambda b: {}) for mode in ("mis", "TIS", "IcePop", "", "tis ")]
     calls = []
     for index, (mode, label, change) in enumerate(bad):
         group = f"pair {index}"
         valid_mode = mode if mode in MODES else MODES[index % 2]
-        inputs = random_batch(g, (_randint(g, 3, 5), _randint(g, 4, 8)), F32, valid_mode, {})
+        inputs = random_batch(g, (_randint(g, 3, 5), _randint(g, 4, 8)), F32, valid_mode, {}, pad_value=NEUTRAL_PAD)
         base = {"train_logp": inputs[0], "rollout_logp": inputs[1], "mask": inputs[2]}
         shape = f"batch {list(inputs[0].shape)}"
         prefix = f"{mode}: " if mode in MODES else ""
@@ -546,11 +633,11 @@ def valid_edge_bounds(g: torch.Generator) -> list[Call]:
 def bfloat16_inputs(g: torch.Generator) -> list[Call]:
     calls = []
     for mode in MODES:
-        plan: list[tuple[tuple[int, int], Bounds]] = [((4, 16), {"low": 0.8, "high": 1.2}), ((8, 32), {}),
+        plan: list[tuple[tuple[int, int], Bounds]] = [((4, 16), {"low": 0.8, "high": 1.2}), ((8, 32), neutral(mode)),
                                                       ((3, 64), {"low": 0.5, "high": 1.5})]
         for shape, bounds in plan:
-            pad = float(torch.randn((), generator=g))  # finite: NaN padding is the padding check's business
-            train, rollout, mask = random_batch(g, shape, BF16, mode, bounds, pad_value=pad, spread=0.3)
+            # no padding: under TIS a bound low > 0 would show a weight left on the padding
+            train, rollout, mask = random_batch(g, shape, BF16, mode, bounds, spread=0.3, full=True)
             # two valid tokens whose ratio is exactly the rounded low and the rounded high
             low, high = resolved(mode, bounds)
             for column, bound in ((1, low), (2, high)):
@@ -564,9 +651,10 @@ def bfloat16_inputs(g: torch.Generator) -> list[Call]:
 
 def float64_precision(g: torch.Generator) -> list[Call]:
     """Ordinary float64 batches in each mode: weights computed in float64 agree with the reference to 1e-9,
-    weights computed in float32 and cast back do not."""
+    weights computed in float32 and cast back do not. 27 valid tokens: a share k/27 is not a float32 number, so a
+    share divided in float32 shows too."""
     calls = []
     for mode in MODES:
-        train, rollout, mask = random_batch(g, (4, 8), F64, mode, {})
-        calls.append(call(train, rollout, mask, mode, {}, "float64 arithmetic"))
+        train, rollout, mask = random_batch(g, (3, 9), F64, mode, neutral(mode), full=True)
+        calls.append(call(train, rollout, mask, mode, neutral(mode), "float64 arithmetic, 27 valid tokens"))
     return calls

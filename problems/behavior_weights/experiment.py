@@ -51,6 +51,9 @@ def _checked(result: object, shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise TypeError(f"behavior_weights must return a tuple (weights, clipfrac), got {type(result).__name__}")
     weights, clipfrac = result
+    if isinstance(clipfrac, (int, float)) and not isinstance(clipfrac, bool):
+        # a clipfrac returned as a number is the contract check's business; the toy reads its value
+        clipfrac = torch.tensor(float(clipfrac), dtype=DTYPE)
     if not isinstance(weights, Tensor) or not isinstance(clipfrac, Tensor):
         raise TypeError("behavior_weights must return two torch.Tensors")
     if weights.is_complex() or clipfrac.is_complex():
