@@ -295,9 +295,11 @@ def test_validate_says_valid(
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
 
-    def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int) -> list[Report]:
+    def grade_many(
+        problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int, follow_through: bool | None = None
+    ) -> list[Report]:
         assert (problem.id, limits, jobs) == (problem_id, problem.spec.limits, 2)  # the problem's own limits
-        return proof.grade_many(files, seed)
+        return proof.grade_many(files, seed, follow_through)
 
     monkeypatch.setattr(commands, "grade_many", grade_many)
     assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out
