@@ -159,9 +159,20 @@ def test_oracle_batches_hold_spread_groups_only(problem: Problem, check_id: str)
 
 
 CONVENTION_CHECKS = [
-    "contract", "single_sample_groups", "constant_groups", "unbiased_ddof", "eps_placement", "contiguous_groups",
-    "per_group_statistics", "default_arguments", "binary_rewards", "non_contiguous", "rewards_errors",
-    "group_size_errors", "eps_errors", "float64_precision",
+    "contract",
+    "single_sample_groups",
+    "constant_groups",
+    "unbiased_ddof",
+    "eps_placement",
+    "contiguous_groups",
+    "per_group_statistics",
+    "default_arguments",
+    "binary_rewards",
+    "non_contiguous",
+    "rewards_errors",
+    "group_size_errors",
+    "eps_errors",
+    "float64_precision",
 ]
 
 
