@@ -9,7 +9,7 @@ import torch
 
 from grader.judge.accept import accept_observation
 from grader.judge.compare import MAX_ELEMENTS, compare_tensors, same_as
-from grader.model.spec import Tolerance
+from grader.model.spec import Aspect, Tolerance
 from grader.worker.protocol import observe_call
 
 TOL = Tolerance(rtol=1e-4, atol=1e-6)
@@ -135,6 +135,6 @@ def test_a_misreading_computed_in_float32_matches_it_where_float64_is_compared_a
     learner = misreading.float().double()  # the same misreading, rounded to float32
     got, theirs = (accept_observation(observe_call(lambda v=v: v, {}, [], False)) for v in (learner, misreading))
     tolerances = {"float32": Tolerance(rtol=1e-4, atol=1e-6), "float64": Tolerance(rtol=1e-9, atol=1e-12)}
-    aspects = ["type", "shape", "values"]
+    aspects: list[Aspect] = ["type", "shape", "values"]
     assert same_as("f", {}, got, theirs, aspects, tolerances, lowered=True)
     assert not same_as("f", {}, got, theirs, aspects, tolerances)
