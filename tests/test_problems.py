@@ -295,7 +295,7 @@ def test_validate_says_valid(
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
     graded_anew = commands.grade_many
-    proving = []  # set while the proof grades: its own calls to `commands.grade_many` grade anew
+    proving: list[bool] = []  # set while the proof grades: its own calls to `commands.grade_many` grade anew
 
     def grade_many(
         problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int, follow_through: bool | None = None
