@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
-from grader.judge.compare import MAX_ELEMENTS, compare_output, compare_tensors
-from grader.model.spec import Tolerance
+from grader.judge.accept import accept_observation
+from grader.judge.compare import MAX_ELEMENTS, compare_output, compare_tensors, same_as
+from grader.model.spec import Aspect, Tolerance
+from grader.worker.protocol import observe_call
 
 TOL = Tolerance(rtol=1e-4, atol=1e-6)
 NAN, INF = math.nan, math.inf
@@ -146,3 +148,15 @@ def test_a_python_number_is_compared_by_value_where_the_type_is_owned_elsewhere(
     assert compare_output("clipfrac", flag, _scalar_tensor(1.0), ["values"], tolerances) is not None
     vector = {**want, "value": torch.zeros(3, dtype=torch.float64)}
     assert compare_output("weights", number, vector, ["values"], tolerances) is not None
+
+
+def test_a_misreading_computed_in_float32_matches_it_where_float64_is_compared_at_float32s_precision() -> None:
+    """A learner who holds a misreading and computes in float32 is explained by it wherever the check compares
+    float64 results at float32's precision; a check that owns float64 precision still tells them apart."""
+    misreading = torch.tensor([0.1, -0.7, 1.3], dtype=torch.float64) / 3
+    learner = misreading.float().double()  # the same misreading, rounded to float32
+    got, theirs = (accept_observation(observe_call(lambda v=v: v, {}, [], False)) for v in (learner, misreading))
+    tolerances = {"float32": Tolerance(rtol=1e-4, atol=1e-6), "float64": Tolerance(rtol=1e-9, atol=1e-12)}
+    aspects: list[Aspect] = ["type", "shape", "values"]
+    assert same_as("f", {}, got, theirs, aspects, tolerances, lowered=True)
+    assert not same_as("f", {}, got, theirs, aspects, tolerances)

@@ -294,12 +294,20 @@ def test_validate_says_valid(
     """The `validate` command on this run's reports: exit code and verdict line, and no finding about anything
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
+    graded_anew = commands.grade_many
+    proving: list[bool] = []  # set while the proof grades: its own calls to `commands.grade_many` grade anew
 
     def grade_many(
         problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int, follow_through: bool | None = None
     ) -> list[Report]:
         assert (problem.id, limits, jobs) == (problem_id, problem.spec.limits, 2)  # the problem's own limits
-        return proof.grade_many(files, seed, follow_through)
+        if proving or follow_through is not None:  # the proof keeps only the problem's own setting's reports
+            return graded_anew(problem, files, seed, limits, jobs, follow_through=follow_through)
+        proving.append(True)
+        try:
+            return proof.grade_many(files, seed)
+        finally:
+            proving.clear()
 
     monkeypatch.setattr(commands, "grade_many", grade_many)
     assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out

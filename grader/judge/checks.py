@@ -315,8 +315,11 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
         if outcome.verdict != Verdict.PASS and not isinstance(got, LearnerFailure):
             theirs = ctx.misconception_observations(check, index)
             tolerances = ctx.tolerances()
+            lowered = ctx.expected_float32(check, index, call) is not None
             explained = tuple(
-                mid for mid, obs in theirs.items() if same_as(call.function, call.kwargs, got, obs, aspects, tolerances)
+                mid
+                for mid, obs in theirs.items()
+                if same_as(call.function, call.kwargs, got, obs, aspects, tolerances, lowered)
             )
             failed_alike = tuple(
                 mid

@@ -526,15 +526,20 @@ def same_as(
     other: dict[str, Any],
     aspects: Sequence[Aspect],
     tolerances: Mapping[str, Tolerance],
+    lowered: bool = False,
 ) -> bool:
     """Whether the learner's answer matches `other` (a misconception's) on every aspect a check compares.
 
     Only answers match: where either side raised, or failed backward on a check that runs it, nothing is
     matched here (`fails_alike` says whether both failed the same way). Unlike `judge_case`, either side may
-    modify its inputs: a misreading can, and then matching it means doing the same.
+    modify its inputs: a misreading can, and then matching it means doing the same. `lowered`: the check compares
+    float64 results at float32's precision, and so does the match (a misreading computed in float32 is that
+    misreading still).
     """
     if _failure(got, aspects) is not None or _failure(other, aspects) is not None:
         return False
+    if lowered and "float32" in tolerances:
+        tolerances = {**tolerances, "float64": tolerances["float32"]}
     compared = [a for a in aspects if a not in ("inputs_unchanged", "raises")]
     if (
         compared

@@ -9,12 +9,17 @@ a sigma comparable to eps) while the other groups, their order and their levels 
 the public seed's cases (shipped to learners) never answer a graded one. A call whose right answer does not
 depend on its inputs (it must raise, every group has one reward) is grouped with one whose answer does, so a
 constant answer earns nothing.
+
+Each check varies its own clause on a neutral background: spread groups whose sigma is far above any eps, no
+constant or 0/1 group, eps = 1e-6 or 0, so a convention owned by another check never shows in its cases. The
+checks of a convention count their cases as one group: breaking the convention costs its whole weight, once.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -68,6 +73,11 @@ def _shuffled_groups(rewards: Tensor, group_size: int, g: torch.Generator) -> Te
     return grouped[torch.randperm(grouped.shape[0], generator=g)].reshape(-1)
 
 
+def _as_one(calls: list[Call], name: str) -> list[Call]:
+    """The calls scored as one case: a convention is kept or broken as a whole, so breaking it costs its weight."""
+    return [replace(call, group=name) for call in calls]
+
+
 # ---------------------------------------------------------------- reward batches
 
 
@@ -77,7 +87,9 @@ def _spread_group(g: torch.Generator, size: int, dtype: torch.dtype, level: floa
     float32 groups sit on a 1/256 grid with deviations summing to exactly zero, so the group mean is `level`
     itself whatever the summation order: the oracle and any correct solution then agree to a few ulps.
     """
-    z = torch.randn(size, generator=g, dtype=F64) * scale  # [G]
+    z = torch.randn(size, generator=g, dtype=F64)  # [G]
+    z = z - z.mean()
+    z = z * (scale / z.square().mean().sqrt().clamp(min=1e-3))  # sigma is `scale`: no group is close to constant
     if dtype == F64:
         return (level + z).to(dtype)
     ticks = torch.round(z * FLOAT32_GRID)
@@ -98,29 +110,22 @@ def _binary_group(g: torch.Generator, size: int, dtype: torch.dtype, p: float) -
 
 
 def random_rewards(g: torch.Generator, group_size: int, groups: int, dtype: torch.dtype) -> Tensor:
-    """[groups * G] rewards: mostly spread groups, some 0/1 groups, some constant ones.
+    """[groups * G] rewards in spread groups, the neutral background: no constant or 0/1 group, every sigma between
+    0.25 and 2.7, so eps = 1e-6 moves no advantage beyond float32's tolerance wherever it is placed.
 
     Group 0 is always spread with sigma well below 1 and group 1 (when present) well above 1.
     """
     parts = []
     for index in range(groups):
-        kind = torch.rand(1, generator=g).item()
-        if index < 2 or kind < 0.65:
-            scale = (0.3, 2.5)[index] if index < 2 else math.exp(_uniform(g, -1.4, 1.0))
-            level = _uniform(g, -2.0, 2.0)
-            parts.append(_spread_group(g, group_size, dtype, level, scale))
-        elif kind < 0.85:
-            parts.append(_binary_group(g, group_size, dtype, float(torch.rand(1, generator=g))))
-        else:
-            value = round(float(torch.randn(1, generator=g)) * FLOAT32_GRID) / FLOAT32_GRID
-            parts.append(torch.full((group_size,), value, dtype=dtype))
+        scale = (0.3, 2.5)[index] if index < 2 else math.exp(_uniform(g, -1.4, 1.0))
+        parts.append(_spread_group(g, group_size, dtype, _uniform(g, -2.0, 2.0), scale))
     return torch.cat(parts)
 
 
 # ---------------------------------------------------------------- T1: random batches against the oracle
 
 RANDOM_SHAPES = [(2, 16), (3, 5), (4, 8), (5, 3), (7, 2), (8, 32), (16, 16), (64, 4), (256, 8)]  # (G, groups)
-EPS_CHOICES = (1e-6, 1e-4, 0.0, 1e-2)
+EPS_CHOICES = (1e-6, 0.0)  # far below every sigma: where eps sits is eps_placement's clause
 
 
 def _random_calls(g: torch.Generator, std_normalize: bool, unbiased: bool | None) -> list[Call]:
@@ -160,7 +165,7 @@ def contract(g: torch.Generator) -> list[Call]:
     calls.append(advantages_call(torch.zeros(0, dtype=F64), 4, note="empty rewards give an empty result",
                                  group="empty rewards"))
     calls.append(advantages_call(rewards, 4, note="the partner of the empty case", group="empty rewards").as_partner())
-    return calls
+    return _as_one(calls, "contract")
 
 
 def contract_grad(g: torch.Generator) -> list[Call]:
@@ -186,7 +191,7 @@ def single_sample_groups(g: torch.Generator) -> list[Call]:
             calls.append(advantages_call(rewards, 1, std_normalize, eps, unbiased, group=group))
             calls.append(advantages_call(rewards, 2, False, note="the partner of a group_size=1 case",
                                          group=group).as_partner())
-    return _shuffled(calls, g)
+    return _as_one(_shuffled(calls, g), "group_size = 1")
 
 
 def mutation(g: torch.Generator) -> list[Call]:
@@ -209,8 +214,8 @@ CONSTANTS = {F64: (100000.1, 98765.4321, 0.7, 0.1, 33000.333333333336), F32: (10
 CONSTANT_GROUP_SIZES = (3, 6, 7, 10, 12, 16)
 # A nearly constant group: a level on a 1/16 grid plus deviations of a few units of 2^-NEARLY_BITS, so every
 # sum of a group of up to 16 is exact and its mean, its deviations and their squares are exact in any order
-# (a power-of-two group size divides exactly). Its sigma then sits near eps in float32 and far below it in
-# float64, where eps = 0 still gives well-defined advantages of order 1.
+# (a power-of-two group size divides exactly). With eps = 0 its advantages are well defined and of order 1, so
+# zeroing it as constant shows, while no placement of eps does.
 NEARLY_BITS = {F32: 17, F64: 40}
 NEARLY_SIZES = (4, 8, 16)
 
@@ -250,9 +255,10 @@ def constant_groups(g: torch.Generator) -> list[Call]:
             rewards = _shuffled_groups(torch.cat([*parts, torch.full((group_size,), parts[0][0].item(), dtype=dtype),
                                                   _spread_group(g, group_size, dtype, 0.5, 1.0)]), group_size, g)
             note = f"three groups whose rewards differ by a few multiples of 2^-{NEARLY_BITS[dtype]}, not constant"
-            calls.append(advantages_call(rewards, group_size, True, 1e-6, bool(index % 2), note=note))
-            calls.append(advantages_call(rewards, group_size, True, 0.0, bool(index % 2 == 0), note=note))
-    return calls
+            # eps = 0: where eps would sit is eps_placement's clause, and a tiny spread still gives order-1 advantages
+            calls.append(advantages_call(rewards, group_size, True, 0.0, bool(index % 2), note=note))
+            calls.append(advantages_call(rewards, group_size, False, 0.0, bool(index % 2 == 0), note=note))
+    return _as_one(calls, "constant groups")
 
 
 def unbiased_ddof(g: torch.Generator) -> list[Call]:
@@ -262,14 +268,15 @@ def unbiased_ddof(g: torch.Generator) -> list[Call]:
             rewards = random_rewards(g, group_size, 6, dtype)
             for unbiased in (False, True):
                 calls.append(advantages_call(rewards, group_size, True, 1e-6, unbiased))
-    return calls
+    return _as_one(calls, "ddof")
 
 
 EPS_SCALES = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
 
 
 def eps_placement(g: torch.Generator) -> list[Call]:
-    """Groups centred on 0 whose sigma ranges around eps, where eps's placement changes the result."""
+    """Groups centred on 0 whose sigma ranges around eps, where eps's placement and its default value change the
+    result."""
     calls = []
     for dtype in DTYPES:
         for group_size in (4, 8):
@@ -281,7 +288,10 @@ def eps_placement(g: torch.Generator) -> list[Call]:
             # eps = 0 is valid: the advantages of a tiny spread are then of order 1, never zeros
             calls.append(advantages_call(rewards, group_size, True, 0.0, bool(group_size % 8),
                                          note="sigma from 1e-8 to 1e-4"))
-    return calls
+            # eps omitted: its default, 1e-6, is visible exactly where its placement is
+            calls.append(advantages_call(rewards, group_size, True, None, bool(group_size % 8),
+                                         note="sigma from 1e-8 to 1e-4, the default eps"))
+    return _as_one(calls, "eps")
 
 
 def contiguous_groups(g: torch.Generator) -> list[Call]:
@@ -293,7 +303,7 @@ def contiguous_groups(g: torch.Generator) -> list[Call]:
             rewards = torch.cat(parts)
             calls.append(advantages_call(rewards, group_size, note="group k centred on 3k"))
             calls.append(advantages_call(rewards, group_size, std_normalize=False, note="group k centred on 3k"))
-    return calls
+    return _as_one(calls, "contiguous groups")
 
 
 def per_group_statistics(g: torch.Generator) -> list[Call]:
@@ -306,22 +316,21 @@ def per_group_statistics(g: torch.Generator) -> list[Call]:
             note = "group means -5, 0, 10, 2 and spreads 0.1, 1, 5, 0.4"
             calls.append(advantages_call(rewards, group_size, note=note))
             calls.append(advantages_call(rewards, group_size, std_normalize=False, note=note))
-    return calls
+    return _as_one(calls, "per-group statistics")
 
 
 def default_arguments(g: torch.Generator) -> list[Call]:
-    """float64 groups with sigma between 0.3 and 3, where eps = 1e-6 and ddof 0 are both visible."""
+    """std_normalize and unbiased omitted, eps given: the default eps is eps_placement's, where sigma is near it."""
     calls = []
     for group_size in (3, 4, 8):
         rewards = random_rewards(g, group_size, 5, F64)
-        calls.append(advantages_call(rewards, group_size, None, None, None))
-        calls.append(advantages_call(rewards, group_size, True, None, None))
-        calls.append(advantages_call(rewards, group_size, None, None, True))
-        calls.append(advantages_call(rewards, group_size, None, 1e-3, None))
         calls.append(advantages_call(rewards, group_size, None, 1e-6, None))
+        calls.append(advantages_call(rewards, group_size, True, 1e-6, None))
+        calls.append(advantages_call(rewards, group_size, None, 0.0, True))
+        calls.append(advantages_call(rewards, group_size, None, 0.0, False))
     f32 = random_rewards(g, 4, 4, F32)
-    calls.append(advantages_call(f32, 4, None, None, None))
-    return calls
+    calls.append(advantages_call(f32, 4, None, 1e-6, None))
+    return _as_one(calls, "defaults")
 
 
 def binary_rewards(g: torch.Generator) -> list[Call]:
@@ -335,7 +344,7 @@ def binary_rewards(g: torch.Generator) -> list[Call]:
             calls.append(advantages_call(rewards, group_size, True, 1e-6, False, note=note))
             calls.append(advantages_call(rewards, group_size, True, 1e-6, True, note=note))
             calls.append(advantages_call(rewards, group_size, False, 1e-6, False, note=note))
-    return calls
+    return _as_one(calls, "0/1 rewards")
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
@@ -349,7 +358,7 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
         odd = torch.stack([rewards * 3, rewards], dim=1).reshape(-1)[1::2]  # [N], stride 2, storage offset 1
         assert not odd.is_contiguous()
         calls.append(advantages_call(odd, 4, std_normalize=False, note="every second element of a [2N] tensor"))
-    return calls
+    return _as_one(calls, "strided rewards")
 
 
 Change = Callable[[Tensor, int, torch.Generator], dict[str, Any]]  # (rewards, G, g) -> the arguments replaced
@@ -362,7 +371,8 @@ def _with(rewards: Tensor, index: int, value: float) -> Tensor:
 
 
 # Complex rewards are left out: the judge accepts real dtypes only, so the call could not be observed at all.
-BAD_ARGUMENTS: list[tuple[str, Change]] = [
+# Each family is the clause of one validation check.
+REWARDS_ERRORS: list[tuple[str, Change]] = [
     ("rewards 2-D [N / G, G]", lambda r, n, g: {"rewards": r.reshape(-1, n)}),
     ("rewards 0-dim", lambda r, n, g: {"rewards": r[0], "group_size": 1}),
     ("rewards int64", lambda r, n, g: {"rewards": torch.randint(-5, 6, r.shape, generator=g)}),
@@ -371,12 +381,16 @@ BAD_ARGUMENTS: list[tuple[str, Change]] = [
     ("rewards holding -inf", lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), -math.inf)}),
     ("rewards holding +inf, std_normalize=False",
      lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), math.inf), "std_normalize": False}),
+]
+GROUP_SIZE_ERRORS: list[tuple[str, Change]] = [
     ("group_size = 0", lambda r, n, g: {"group_size": 0}),
     ("group_size negative", lambda r, n, g: {"group_size": -n}),
     ("group_size a float", lambda r, n, g: {"group_size": float(n)}),
     ("group_size = True (a bool)", lambda r, n, g: {"group_size": True}),
     ("N not a multiple of group_size", lambda r, n, g: {"group_size": len(r) + 1 if len(r) % 2 else len(r) // 2 + 1}),
     ("group_size = 2N", lambda r, n, g: {"group_size": 2 * len(r)}),
+]
+EPS_ERRORS: list[tuple[str, Change]] = [
     ("eps negative", lambda r, n, g: {"eps": -10 ** -_randint(g, 3, 9)}),
     ("eps = NaN", lambda r, n, g: {"eps": math.nan}),
     ("eps = inf", lambda r, n, g: {"eps": math.inf}),
@@ -384,27 +398,40 @@ BAD_ARGUMENTS: list[tuple[str, Change]] = [
 ]
 
 
-def value_errors(g: torch.Generator) -> list[Call]:
-    """Each call that must raise is grouped with a valid call on the same rewards, in an order drawn from g:
-    raising on everything, or never, earns nothing."""
+def _value_errors(g: torch.Generator, family: str, changes: list[tuple[str, Change]]) -> list[Call]:
+    """Each call that must raise beside a valid partner call on the same rewards, in an order drawn from g, all
+    scored as one case: raising on everything, or never, earns nothing, and one bad argument let through breaks
+    the family's clause."""
     calls = []
-    for index, (label, change) in enumerate(BAD_ARGUMENTS):
+    for label, change in changes:
         group_size = _randint(g, 2, 4)
         rewards = random_rewards(g, group_size, _randint(g, 2, 4), F32)
-        group = f"pair {index}"
         kwargs = {"rewards": rewards, "group_size": group_size, **change(rewards, group_size, g)}
-        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label} (N={len(rewards)}): must raise", group=group))
+        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label} (N={len(rewards)}): must raise", group=family))
         eps = (0.0, 1e-6, 1e-3)[_randint(g, 0, 2)]
         calls.append(advantages_call(rewards, group_size, bool(_randint(g, 0, 1)), eps, bool(_randint(g, 0, 1)),
-                                     note="valid: must not raise", group=group).as_partner())
+                                     note="valid: must not raise", group=family).as_partner())
     return _shuffled(calls, g)
+
+
+def rewards_errors(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "bad rewards", REWARDS_ERRORS)
+
+
+def group_size_errors(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "bad group_size", GROUP_SIZE_ERRORS)
+
+
+def eps_errors(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "bad eps", EPS_ERRORS)
 
 
 def float64_precision(g: torch.Generator) -> list[Call]:
     """Float64 rewards spread well apart within each group: advantages computed in float64 agree with the
-    reference to 1e-9, advantages computed in float32 and cast back do not."""
+    reference to 1e-9, advantages computed in float32 and cast back do not. eps = 0, so that where eps sits, a
+    difference of 1e-6 relative, is charged in eps_placement alone."""
     calls = []
     for std_normalize, unbiased in ((True, False), (True, True), (False, False)):
         rewards = torch.randn(12, generator=g, dtype=F64)  # [N]: no group near constant
-        calls.append(advantages_call(rewards, 4, std_normalize, 1e-6, unbiased, note="float64 arithmetic"))
-    return calls
+        calls.append(advantages_call(rewards, 4, std_normalize, 0.0, unbiased, note="float64 arithmetic"))
+    return _as_one(calls, "float64")

@@ -10,8 +10,8 @@ One prompt, two actions: action 1 succeeds (reward 1) with probability p, action
 With theta the logit of action 1, the score of a sample is s = d log pi / d theta = 1 - p for a success
 and -p for a failure, and the true gradient of the expected reward is p (1 - p). The GRPO estimate from
 G samples is (1/G) sum_i A_i s_i; its expectation is computed exactly by enumerating the number of
-successes k = 0..G (one ordering per k, weighted by C(G, k) p^k (1 - p)^(G - k)), and reported relative
-to the true gradient:
+successes k = 0..G (one ordering per k, weighted by C(G, k) p^k (1 - p)^(G - k); the groups with k >= 1 are
+passed twice, so the batch is not symmetric), and reported relative to the true gradient:
 
     S(p) = E[(1/G) sum_i A_i s_i] / (p (1 - p)).
 
@@ -45,10 +45,16 @@ def _outcomes(group_size: int, rng: torch.Generator) -> Tensor:
     return (order < k).to(DTYPE)
 
 
+REWARD_GRID = 256  # rewards are multiples of 1/256: every group sum and mean is exact, in float32 as in float64
+
+
 def _reward_map(rng: torch.Generator) -> tuple[float, float]:
-    """(failure reward, success - failure gap): advantages are the same up to the gap's scale."""
-    failure = float(torch.rand((), generator=rng, dtype=DTYPE)) - 1.0  # in [-1, 0)
-    gap = 0.5 + 1.5 * float(torch.rand((), generator=rng, dtype=DTYPE))  # in [0.5, 2)
+    """(failure reward, success - failure gap): advantages are the same up to the gap's scale.
+
+    On a 1/256 grid, so an all-failed or all-solved group's mean is its reward in any precision: a solution
+    without the constant-group case draws the same curves, that convention being another check's clause."""
+    failure = round(float(torch.rand((), generator=rng, dtype=DTYPE)) * REWARD_GRID) / REWARD_GRID - 1.0  # [-1, 0]
+    gap = 0.5 + round(1.5 * float(torch.rand((), generator=rng, dtype=DTYPE)) * REWARD_GRID) / REWARD_GRID  # [0.5, 2]
     return failure, gap
 
 
@@ -81,10 +87,13 @@ def _learner_curve(grpo_advantages: Callable[..., Any], group_size: int, std_nor
                    rng: torch.Generator) -> Tensor:
     outcomes = _outcomes(group_size, rng)  # [G + 1, G]
     failure, gap = _reward_map(rng)
-    rewards = (failure + gap * outcomes).reshape(-1)  # [(G + 1) * G], groups laid out contiguously
+    # the groups with a success come twice, the copies' advantages unused: a batch whose mean and spread are not
+    # those of any one group, as a real batch's are not, so statistics taken over the batch bend every curve
+    batch = torch.cat([outcomes, outcomes[1:]])  # [2G + 1, G]
+    rewards = (failure + gap * batch).reshape(-1)  # [(2G + 1) * G], groups laid out contiguously
     advantages = grpo_advantages(rewards=rewards.clone(), group_size=group_size, std_normalize=std_normalize,
                                  eps=EPS, unbiased=False)
-    advantages = _checked(advantages, rewards.numel()).reshape(group_size + 1, group_size)
+    advantages = _checked(advantages, rewards.numel()).reshape(-1, group_size)[: group_size + 1]  # [G + 1, G]
     # centred advantages carry the reward gap; dividing it out keeps S(p) in units of a 0/1 reward
     return _scale_curve(advantages if std_normalize else advantages / gap, outcomes, p)
 

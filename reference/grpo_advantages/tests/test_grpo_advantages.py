@@ -140,6 +140,77 @@ def test_centring_matches_no_normalized_t3_series(problem: Problem) -> None:
     assert not matches, matches
 
 
+def _calls(problem: Problem, check_id: str, seed: int) -> list[Any]:
+    (check,) = [c for c in problem.spec.checks if c.id == check_id]
+    name = check.cases or check.id
+    return problem.case_generator(name)(generator_for(seed, name))
+
+
+@pytest.mark.parametrize("check_id", ["oracle_std", "oracle_std_unbiased", "oracle_centred"])
+def test_oracle_batches_hold_spread_groups_only(problem: Problem, check_id: str) -> None:
+    """The neutral background: no constant group, and every sigma so far above eps = 1e-6 that where eps sits
+    moves no advantage beyond float32's tolerance; those conventions are their own checks' clauses."""
+    for seed in [problem.spec.public_seed, *problem.grading_seeds]:
+        for call in _calls(problem, check_id, seed):
+            grouped = call.kwargs["rewards"].to(torch.float64).reshape(-1, call.kwargs["group_size"])
+            sigma = grouped.std(dim=1, unbiased=False)
+            assert float(sigma.min()) > 0.2, (seed, call.label)
+            assert call.kwargs.get("eps", 1e-6) <= 1e-6, (seed, call.label)
+
+
+CONVENTION_CHECKS = [
+    "contract",
+    "single_sample_groups",
+    "constant_groups",
+    "unbiased_ddof",
+    "eps_placement",
+    "contiguous_groups",
+    "per_group_statistics",
+    "default_arguments",
+    "binary_rewards",
+    "non_contiguous",
+    "rewards_errors",
+    "group_size_errors",
+    "eps_errors",
+    "float64_precision",
+]
+
+
+@pytest.mark.parametrize("check_id", CONVENTION_CHECKS)
+def test_a_convention_check_scores_its_cases_as_one(problem: Problem, check_id: str) -> None:
+    """A convention broken in any of its cases costs the check's whole weight, never a fraction of it."""
+    groups = {call.group for call in _calls(problem, check_id, problem.grading_seeds[0])}
+    assert len(groups) == 1 and None not in groups, groups
+
+
+BATCH_MEAN_SOURCE = (
+    "import torch\n\n\n"
+    "def grpo_advantages(rewards, group_size, std_normalize=True, eps=1e-6, unbiased=False):\n"
+    "    grouped = rewards.detach().reshape(-1, group_size)\n"
+    "    same = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)\n"
+    "    centred = grouped - grouped.mean()\n"
+    "    if std_normalize:\n"
+    "        centred = centred / (centred.std(dim=1, unbiased=unbiased, keepdim=True) + eps)\n"
+    "    return torch.where(same, torch.zeros(()), centred).reshape(-1)\n"
+)
+
+
+def test_a_batch_wide_baseline_bends_every_toy_series(problem: Problem) -> None:
+    """The toy's batch is not symmetric in success and failure, so even G = 2 shows a batch-wide mean."""
+    namespace: dict[str, Any] = {}
+    exec(BATCH_MEAN_SOURCE, namespace)  # our own fixed source text
+    seed = problem.grading_seeds[0]
+    want, _ = reference_series(problem, seed)
+    got, _, failures = run_series(problem, seed, {PROBLEM: namespace["grpo_advantages"]})
+    assert not failures, failures
+    matching = []
+    for check in problem.spec.checks:
+        if check.tier == "T3":
+            tol = Tolerance(rtol=check.rtol, atol=check.atol)
+            matching += [s for s in check.series if compare_tensors(s, got[s], want[s], tol) is None]
+    assert not matching, matching
+
+
 # ---------------------------------------------------------------- end to end, through the CLI
 
 
