@@ -202,7 +202,7 @@ def test_selected_gates_underflow_to_zero_on_the_route(problem: Problem) -> None
             assert bool((route & (gates == 0)).any()), f"seed {seed}, {call.label}"
 
 
-@pytest.mark.parametrize("check_id", ["empty_tokens", "value_errors"])
+@pytest.mark.parametrize("check_id", ["empty_tokens", "argument_errors", "replay_errors", "option_errors"])
 def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Problem, check_id: str) -> None:
     groups: dict[object, list[bool]] = {}
     for index, call in enumerate(_calls(problem, _check(problem, check_id), problem.spec.public_seed)):
