@@ -213,8 +213,10 @@ def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: s
             theirs = context.misconception_observations(run.check, index)
             for mid in suspects:
                 try:
+                    # at the tolerance the learner's case passed at: float64 at float32's outside strict checks
+                    lower = context.expected_float32(run.check, index, call)
                     verdict = judge_case(
-                        call.function, call.kwargs, theirs[mid], want, run.check.compare, tolerances
+                        call.function, call.kwargs, theirs[mid], want, run.check.compare, tolerances, lower=lower
                     ).verdict
                 except AssertionError:  # the misreading raised where the check expects no exception
                     verdict = Verdict.FAIL
