@@ -239,6 +239,8 @@ def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: s
             theirs = context.misconception_observations(run.check, index)
             for mid in suspects:
                 try:
+                    # at the tolerance the learner's case passed at: float64 at float32's outside strict checks
+                    lower = context.expected_float32(run.check, index, call)
                     verdict = judge_case(
                         call.function, call.kwargs, theirs[mid], want, run.check.compare, tolerances, lower=lower
                     ).verdict

@@ -144,38 +144,33 @@ def _pick_k(g: torch.Generator, experts: int) -> int:
 RANDOM_SHAPES = [(1, 4), (3, 8), (5, 6), (8, 16), (16, 8), (7, 5), (32, 64), (64, 32), (128, 16)]  # (T, E)
 
 
-def _random_dtype(index: int) -> torch.dtype:
-    return (F32, F64, F32, F64, BF16)[index % 5]
+# Each family moves one clause on a neutral background: float32 and float64 logits, int64 replays, sigmoid with
+# k > 1, no bias and no scaling unless the family is about them. bfloat16, int32 replays and the sigmoid's k = 1
+# are checks of their own in T2, so a misreading of one of them costs its own clause, never a whole family here.
 
 
-def _two_dtypes(index: int) -> tuple[torch.dtype, torch.dtype]:
-    first = _random_dtype(index)
-    return first, F32 if first == F64 else F64
-
-
-def _maybe_scaling(g: torch.Generator, index: int) -> float | None:
-    return None if index % 3 == 0 else round(_uniform(g, 0.25, 4.0), 3)
+def _pick_sigmoid_k(g: torch.Generator, experts: int) -> int:
+    """k in [2, min(E - 1, 8)]: the normalized sigmoid rule (k = 1 is sigmoid_single_expert's)."""
+    return _randint(g, 2, min(experts - 1, 8))
 
 
 def random_softmax(g: torch.Generator) -> list[Call]:
     calls = []
-    for index, (tokens, experts) in enumerate(RANDOM_SHAPES):
-        for dtype in _two_dtypes(index):
+    for tokens, experts in RANDOM_SHAPES:
+        for dtype in DTYPES:
             top_k = _pick_k(g, experts)
             logits = draw_logits(g, tokens, experts, top_k, dtype, scale=_uniform(g, 0.5, 3.0))
-            calls.append(gates_call(logits, top_k, scaling=_maybe_scaling(g, index), hidden=True))
+            calls.append(gates_call(logits, top_k, hidden=True))
     return calls
 
 
 def random_sigmoid(g: torch.Generator) -> list[Call]:
     calls = []
-    for index, (tokens, experts) in enumerate(RANDOM_SHAPES):
-        for dtype in _two_dtypes(index):
-            top_k = _pick_k(g, experts)
-            bias = draw_bias(g, experts, _uniform(g, 0.05, 0.5)) if index % 4 else None
-            logits = draw_logits(g, tokens, experts, top_k, dtype, "sigmoid", bias, _uniform(g, 0.5, 3.0))
-            calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, scaling=_maybe_scaling(g, index),
-                                    hidden=True))
+    for tokens, experts in RANDOM_SHAPES:
+        for dtype in DTYPES:
+            top_k = _pick_sigmoid_k(g, experts)
+            logits = draw_logits(g, tokens, experts, top_k, dtype, "sigmoid", None, _uniform(g, 0.5, 3.0))
+            calls.append(gates_call(logits, top_k, score="sigmoid", hidden=True))
     return calls
 
 
@@ -183,12 +178,35 @@ def random_replay(g: torch.Generator) -> list[Call]:
     calls = []
     for index, (tokens, experts) in enumerate(RANDOM_SHAPES):
         for score in ("softmax", "sigmoid"):
-            dtype = _random_dtype(index + (score == "sigmoid"))
-            top_k = _pick_k(g, experts)
-            bias = draw_bias(g, experts) if score == "sigmoid" and index % 2 else None
-            logits = draw_logits(g, tokens, experts, top_k, dtype, score, bias, _uniform(g, 0.5, 3.0))
-            replay = draw_replay(g, tokens, experts, top_k, dtype=(torch.int64, torch.int32)[index % 2])
-            calls.append(gates_call(logits, top_k, replay, score, bias, _maybe_scaling(g, index), hidden=True))
+            dtype = DTYPES[(index + (score == "sigmoid")) % 2]
+            top_k = _pick_k(g, experts) if score == "softmax" else _pick_sigmoid_k(g, experts)
+            logits = draw_logits(g, tokens, experts, top_k, dtype, score, None, _uniform(g, 0.5, 3.0))
+            replay = draw_replay(g, tokens, experts, top_k)
+            calls.append(gates_call(logits, top_k, replay, score, hidden=True))
+    return calls
+
+
+def random_bias(g: torch.Generator) -> list[Call]:
+    """Sigmoid with an expert bias, which ranks the experts and never enters the gates."""
+    calls = []
+    for tokens, experts in RANDOM_SHAPES:
+        for dtype in DTYPES:
+            top_k = _pick_sigmoid_k(g, experts)
+            bias = draw_bias(g, experts, _uniform(g, 0.05, 0.5))
+            logits = draw_logits(g, tokens, experts, top_k, dtype, "sigmoid", bias, _uniform(g, 0.5, 3.0))
+            calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, hidden=True))
+    return calls
+
+
+def random_scaling(g: torch.Generator) -> list[Call]:
+    """Both rules with a scaling factor, which multiplies the normalized gates."""
+    calls = []
+    for index, (tokens, experts) in enumerate(RANDOM_SHAPES):
+        for score in ("softmax", "sigmoid"):
+            dtype = DTYPES[(index + (score == "sigmoid")) % 2]
+            top_k = _pick_k(g, experts) if score == "softmax" else _pick_sigmoid_k(g, experts)
+            logits = draw_logits(g, tokens, experts, top_k, dtype, score, None, _uniform(g, 0.5, 3.0))
+            calls.append(gates_call(logits, top_k, score=score, scaling=round(_uniform(g, 0.25, 4.0), 3), hidden=True))
     return calls
 
 
@@ -258,7 +276,7 @@ def mutation(g: torch.Generator) -> list[Call]:
         calls.append(gates_call(logits, top_k, replay))
         logits, top_k, bias = _small(g, dtype, "sigmoid", with_bias=True)
         calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias))
-        replay = draw_replay(g, logits.shape[0], logits.shape[1], top_k, dtype=torch.int32)
+        replay = draw_replay(g, logits.shape[0], logits.shape[1], top_k)
         calls.append(gates_call(logits, top_k, replay, "sigmoid", bias))
         strided = torch.stack([logits, logits], dim=2)[:, :, 0]  # [T, E], stride 2
         calls.append(gates_call(strided, top_k, score="sigmoid", note="strided logits"))
@@ -283,7 +301,7 @@ def replay_overrides_topk(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for score, experts, top_k in [("softmax", 6, 2), ("softmax", 8, 3), ("softmax", 5, 1),
-                                      ("sigmoid", 8, 2), ("sigmoid", 12, 4), ("sigmoid", 6, 1)]:
+                                      ("sigmoid", 8, 2), ("sigmoid", 12, 4), ("sigmoid", 6, 3)]:
             tokens = _randint(g, 4, 10)
             logits = draw_logits(g, tokens, experts, top_k, dtype, score)
             replay = draw_replay(g, tokens, experts, top_k, avoid=selection_scores(logits, score, None))
@@ -321,12 +339,11 @@ def sigmoid_single_expert(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         for index in range(4):
             experts = _randint(g, 4, 12)
-            bias = draw_bias(g, experts) if index % 2 else None
             # logits around -0.8 keep every gate well away from 1
-            logits = draw_logits(g, _randint(g, 4, 9), experts, 1, dtype, "sigmoid", bias, scale=0.8, shift=-0.8)
-            replay = draw_replay(g, logits.shape[0], experts, 1) if index == 3 else None
+            logits = draw_logits(g, _randint(g, 4, 9), experts, 1, dtype, "sigmoid", scale=0.8, shift=-0.8)
+            replay = draw_replay(g, logits.shape[0], experts, 1) if index % 2 else None
             scaling = round(_uniform(g, 0.5, 3.0), 3) if index >= 2 else None
-            calls.append(gates_call(logits, 1, replay, "sigmoid", bias, scaling))
+            calls.append(gates_call(logits, 1, replay, "sigmoid", scaling=scaling))
     return calls
 
 
@@ -352,7 +369,7 @@ def expert_bias_selection(g: torch.Generator) -> list[Call]:
     """The bias is added to sigmoid(logits) to rank the experts, and swaps the experts of most tokens."""
     calls = []
     for dtype in DTYPES:
-        for experts, top_k in [(6, 1), (8, 2), (12, 3), (16, 4)]:
+        for experts, top_k in [(6, 2), (8, 2), (12, 3), (16, 4)]:
             logits, bias = _bias_that_swaps(g, _randint(g, 6, 12), experts, top_k, dtype)
             calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, note="the bias swaps experts"))
     return calls
@@ -362,7 +379,7 @@ def expert_bias_gates(g: torch.Generator) -> list[Call]:
     """The gates of the experts the bias selected hold no bias: sigmoid(logits) alone, normalized or not."""
     calls = []
     for dtype in DTYPES:
-        for experts, top_k in [(6, 1), (8, 2), (12, 4)]:
+        for experts, top_k in [(6, 2), (8, 3), (12, 4)]:
             bias = (draw_bias(g, experts, 0.2) + _uniform(g, 0.3, 1.0)).to(F32)  # mostly positive
             logits = draw_logits(g, _randint(g, 4, 9), experts, top_k, dtype, "sigmoid", bias, scale=1.0)
             calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias))
@@ -375,7 +392,7 @@ def replay_ignores_bias(g: torch.Generator) -> list[Call]:
     """Under replay the bias is still validated but plays no part: not in the selection, not in the gates."""
     calls = []
     for dtype in DTYPES:
-        for experts, top_k in [(6, 1), (8, 2), (12, 3)]:
+        for experts, top_k in [(6, 2), (8, 2), (12, 3)]:
             tokens = _randint(g, 4, 9)
             logits, bias = _bias_that_swaps(g, tokens, experts, top_k, dtype)
             replay = draw_replay(g, tokens, experts, top_k, avoid=selection_scores(logits, "sigmoid", bias))
@@ -387,7 +404,7 @@ def scaling_after_normalization(g: torch.Generator) -> list[Call]:
     """scaling_factor multiplies the normalized gates: they then sum to the factor, not to 1."""
     calls = []
     for dtype in DTYPES:
-        for score, top_k in [("softmax", 2), ("softmax", 3), ("sigmoid", 2), ("sigmoid", 4), ("sigmoid", 1)]:
+        for score, top_k in [("softmax", 2), ("softmax", 3), ("sigmoid", 2), ("sigmoid", 4), ("sigmoid", 3)]:
             experts = _randint(g, top_k + 2, 12)
             tokens = _randint(g, 3, 8)
             logits = draw_logits(g, tokens, experts, top_k, dtype, score)
@@ -438,7 +455,7 @@ def zero_gates_on_route(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         far = 200.0 if dtype == F32 else 900.0  # exp(-far) and sigmoid(-far) are 0 in the dtype
-        for score, top_k in [("softmax", 2), ("softmax", 3), ("sigmoid", 1), ("sigmoid", 2), ("sigmoid", 3)]:
+        for score, top_k in [("softmax", 2), ("softmax", 3), ("sigmoid", 2), ("sigmoid", 3), ("sigmoid", 4)]:
             tokens, experts = _randint(g, 4, 8), _randint(g, top_k + 2, 9)
             logits = draw_logits(g, tokens, experts, top_k, dtype, score)
             replay = draw_replay(g, tokens, experts, top_k)
@@ -484,42 +501,57 @@ def bf16_upcast(g: torch.Generator) -> list[Call]:
     In the sigmoid cases every other token sits where rounding the sigmoid to bfloat16 before adding the
     bias swaps an expert at the k-th place."""
     calls = []
-    for experts, top_k in [(6, 1), (8, 2), (12, 3)]:
+    for experts, top_k in [(6, 2), (8, 2), (12, 3)]:
         swapping, bias = _bf16_swaps(g, experts, top_k, 4)
         plain = draw_logits(g, 4, experts, top_k, BF16, "sigmoid", bias)
         logits = torch.cat([swapping, plain])[torch.randperm(8, generator=g)]
         calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, note="float32 bias"))
     for top_k in (2, 4):
         logits = draw_logits(g, _randint(g, 4, 8), _randint(g, top_k + 2, 12), top_k, BF16, scale=2.0)
-        calls.append(gates_call(logits, top_k, scaling=round(_uniform(g, 1.5, 3.0), 3)))
+        calls.append(gates_call(logits, top_k))
     return calls
 
 
 def gate_gradients(g: torch.Generator) -> list[Call]:
-    """backward of gates.sum(): the sigmoid gate of k = 1 and the eps regime of k > 1 carry a gradient; the
-    normalized rules sum to a constant, so their gradient is zero yet connected; the bias receives none. The
-    softmax case backpropagates a random cotangent instead, whose gradient a normalized rule does not cancel: a
-    graph cut from the logits, or one that reaches experts off the route, shows there."""
+    """Backward of gates * a random cotangent, which a normalized rule does not cancel (the sum of its gates is
+    constant): a graph cut from the logits, or one that reaches experts off the route, shows there; the gates'
+    sum still backpropagates to a zero yet connected gradient. Every call but the eps regime's counts together,
+    so a gradient misread anywhere costs the clause, not a share of its cases. The bias's gradient is
+    bias_gradient's."""
     calls = []
-    grad = ("router_logits",)
+    grad, group = ("router_logits",), "gradients"
     for dtype in DTYPES:
-        logits, _, bias = _small(g, dtype, "sigmoid", with_bias=True, top_k=1)
-        calls.append(gates_call(logits, 1, score="sigmoid", bias=bias, requires_grad=(*grad, "expert_bias")))
-        logits, _, _ = _small(g, dtype, "sigmoid", top_k=1)
-        replay = draw_replay(g, logits.shape[0], logits.shape[1], 1)
-        calls.append(gates_call(logits, 1, replay, "sigmoid", scaling=2.0, requires_grad=grad))
-        logits, top_k, bias = _small(g, dtype, "sigmoid", with_bias=True)
-        calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, requires_grad=(*grad, "expert_bias")))
-        logits, top_k, _ = _small(g, dtype)
-        cotangent = torch.randn(logits.shape, generator=g, dtype=F64).to(dtype)  # [T, E]
-        calls.append(gates_call(logits, top_k, scaling=1.5, requires_grad=grad, cotangent=cotangent,
-                                note="backward of gates * a random cotangent"))
+        for score in ("softmax", "sigmoid"):
+            logits, top_k, _ = _small(g, dtype, score)
+            cotangent = torch.randn(logits.shape, generator=g, dtype=F64).to(dtype)  # [T, E]
+            calls.append(gates_call(logits, top_k, score=score, requires_grad=grad, cotangent=cotangent,
+                                    note="backward of gates * a random cotangent", group=group))
+            replay = draw_replay(g, logits.shape[0], logits.shape[1], top_k, avoid=logits)
+            cotangent = torch.randn(logits.shape, generator=g, dtype=F64).to(dtype)
+            calls.append(gates_call(logits, top_k, replay, score, requires_grad=grad, cotangent=cotangent,
+                                    note="backward of gates * a random cotangent", group=group))
+        logits, top_k, _ = _small(g, dtype, "sigmoid")
+        calls.append(gates_call(logits, top_k, score="sigmoid", requires_grad=grad, note="backward of the gates' sum",
+                                group=group))
     # float64 only: in float32 the squared denominator of the eps regime is subnormal
     tokens, experts = _randint(g, 3, 6), _randint(g, 5, 8)
     logits = draw_logits(g, tokens, experts, 2, F64, "sigmoid")
     replay = draw_replay(g, tokens, experts, 2)
     logits = logits.scatter(1, replay, torch.rand(tokens, 2, generator=g, dtype=F64) * 6 - 50)
     calls.append(gates_call(logits, 2, replay, "sigmoid", requires_grad=grad, note="replayed logits in [-50, -44]"))
+    return calls
+
+
+def bias_gradient(g: torch.Generator) -> list[Call]:
+    """expert_bias requires grad and receives none. The bias is zeros, so that it moves no expert and no gate:
+    only a bias that enters the gates' graph shows, by the gradient it receives. k = 1, whose gate is the raw
+    sigmoid, so that the logits' gradient needs no normalizer (that is gate_gradients')."""
+    calls = []
+    for dtype in DTYPES:
+        logits, _, _ = _small(g, dtype, "sigmoid", top_k=1)
+        bias = torch.zeros(logits.shape[1], dtype=F32)
+        calls.append(gates_call(logits, 1, score="sigmoid", bias=bias, requires_grad=("router_logits", "expert_bias"),
+                                note="a zero bias requiring grad"))
     return calls
 
 
@@ -603,21 +635,47 @@ BAD_ARGUMENTS: list[tuple[str, Change]] = [
 ]
 
 
-def value_errors(g: torch.Generator) -> list[Call]:
-    """Each call that must raise is grouped with a valid call on the same logits, in an order drawn from g:
-    raising on everything, or never, earns nothing."""
+def _errors(g: torch.Generator, family: str) -> list[Call]:
+    """Each call of `family` that must raise beside a valid call on the same logits, all in one group and in an
+    order drawn from g: raising on everything, or never, earns nothing, and a check missed for one argument of
+    the family costs the family's clause whole."""
     calls = []
     for index, (label, change) in enumerate(BAD_ARGUMENTS):
+        if _family(label) != family:
+            continue
         tokens, experts, top_k = _randint(g, 3, 6), _randint(g, 5, 8), 3
         logits = draw_logits(g, tokens, experts, top_k, F32)
         replay = draw_replay(g, tokens, experts, top_k, avoid=logits)
-        group = f"pair {index}"
         kwargs = {"router_logits": logits, "top_k": top_k, "replay_idx": replay, **change(logits, top_k, replay, g)}
         kwargs = {name: value for name, value in kwargs.items() if value is not None}
-        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label}: must raise", group=group))
+        calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label}: must raise", group=family))
         valid_replay = replay if index % 2 else None
-        calls.append(gates_call(logits, top_k, valid_replay, note="valid: must not raise", group=group).as_partner())
+        calls.append(gates_call(logits, top_k, valid_replay, note="valid: must not raise", group=family).as_partner())
     return _shuffled(calls, g)
+
+
+def _family(label: str) -> str:
+    """The validation clause a bad argument belongs to, read from the argument its label names first."""
+    if label.startswith("replay_idx"):
+        return "replay"
+    if label.startswith(("expert_bias", "scaling_factor")):
+        return "options"
+    return "arguments"
+
+
+def argument_errors(g: torch.Generator) -> list[Call]:
+    """Bad router_logits, top_k and score_function."""
+    return _errors(g, "arguments")
+
+
+def replay_errors(g: torch.Generator) -> list[Call]:
+    """Bad replay_idx: dtype, shape, range and repeated experts."""
+    return _errors(g, "replay")
+
+
+def option_errors(g: torch.Generator) -> list[Call]:
+    """Bad expert_bias and scaling_factor."""
+    return _errors(g, "options")
 
 
 def float64_precision(g: torch.Generator) -> list[Call]:
@@ -626,7 +684,7 @@ def float64_precision(g: torch.Generator) -> list[Call]:
     calls = []
     for score in ("softmax", "sigmoid"):
         for replayed in (False, True):
-            logits, top_k, bias = _small(g, F64, score, with_bias=score == "sigmoid", tokens=6, experts=8)
+            logits, top_k, _ = _small(g, F64, score, tokens=6, experts=8)
             replay = draw_replay(g, logits.shape[0], logits.shape[1], top_k) if replayed else None
-            calls.append(gates_call(logits, top_k, replay, score, bias, note="float64 arithmetic"))
+            calls.append(gates_call(logits, top_k, replay, score, note="float64 arithmetic"))
     return calls

@@ -237,7 +237,7 @@ def replay_gradient(rng: torch.Generator, routed_gates: Gates) -> dict[str, Tens
     canonical = torch.empty_like(grad)
     canonical[:, order] = grad  # back to the canonical expert order
     exact = analytic_gradient(x, order[replay])
-    series = {"grad_x": x}
+    series = {"grad_x": x, "grad_all": canonical.reshape(-1)}  # [N * 4], the tokens' rows one after another
     for j in range(EXPERTS):
         series[f"grad_e{j}"] = canonical[:, j]
         series[f"analytic_e{j}"] = exact[:, j]
