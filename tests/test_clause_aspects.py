@@ -22,9 +22,10 @@ from grader.judge.compare import (
     constant_answers,
     judge_case,
 )
-from grader.judge.diagnosis import Credit, Misconception
+from grader.judge.diagnosis import Credit
 from grader.judge.expectations import Expectations, in_float32
 from grader.judge.experiment import PartResult
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import Aspect, DifferentialCheck, ExperimentCheck, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict

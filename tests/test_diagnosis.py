@@ -9,15 +9,8 @@ import pytest
 
 from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch, Outcome
-from grader.judge.diagnosis import (
-    Credit,
-    Explained,
-    Misconception,
-    credit_for,
-    diagnose,
-    follow_through,
-    load_misconceptions,
-)
+from grader.judge.diagnosis import Credit, Explained, credit_for, diagnose, follow_through
+from grader.model.misconceptions import Misconception, load_misconceptions
 from grader.model.problem import Problem
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict

@@ -19,9 +19,9 @@ from conftest import series_fingerprints
 
 from grader.judge.cases import Call
 from grader.judge.compare import compare_series
-from grader.judge.diagnosis import Misconception
 from grader.judge.expectations import Expectations
 from grader.judge.grading import grade
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import ProblemSpec, Tolerance
 from grader.model.verdicts import ExitCode, Verdict

@@ -32,8 +32,9 @@ from grader.course.validate import (
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors, judge_case
-from grader.judge.diagnosis import MIN_SHARE, Misconception
+from grader.judge.diagnosis import MIN_SHARE
 from grader.judge.expectations import Expectations, reference_series, run_series, single_threaded
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
 from grader.model.spec import CheckSpec, DifferentialCheck, Limits, Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from grader.course.catalog import catalog_errors, problem_specs
 from grader.course.coverage import reference_coverage
-from grader.judge.diagnosis import Misconception
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem
 from grader.model.spec import CONSTRUCTED_KINDS, SpecError
 from grader.model.verdicts import Verdict
