@@ -27,13 +27,13 @@ from grader.course.validate import run_validation
 from grader.judge.expectations import Expectations
 from grader.judge.grading import Graded, grade
 from grader.model.problem import Problem, list_problems
+from grader.model.report import Report, reproduce_command, round_score, write_atomic, write_report
 from grader.model.spec import TIERS, Limits
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, write_exports
 from grader.outputs.pages import write_dashboard, write_report_page
 from grader.outputs.plots import PlotJob, PlotServer, draw, preview_file, series_tolerances, toy_failures
-from grader.outputs.report import Report, reproduce_command, round_score, write_atomic, write_report
 from grader.outputs.terminal import grading_progress, print_class_table, print_report
 from grader.paths import PROJECT_ROOT
 from grader.text import clean_line, csv_cell, submission_folder

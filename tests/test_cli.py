@@ -26,9 +26,9 @@ from conftest import PROBLEM, ROOT, SAMPLES, SMALL_LIMITS, SYNTAX_ERROR, SYNTAX_
 from grader.cli import main
 from grader.commands import exit_code, submission_files
 from grader.model.problem import Problem
+from grader.model.report import Report, reproduce_command
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.pages import render_report_page
-from grader.outputs.report import Report, reproduce_command
 
 TIMING_KEYS = {"duration_s"}
 DROPPED_KEYS = {"phases"}  # per-phase seconds

@@ -12,10 +12,10 @@ from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import Credit, Explained, credit_for, diagnose, follow_through
 from grader.model.misconceptions import Misconception, load_misconceptions
 from grader.model.problem import Problem
+from grader.model.report import Diagnosis
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_diagnosis
-from grader.outputs.report import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
 BESSEL = Misconception(id="bessel", solution="b.py", owners=["ddof"], explanation="Divide by G, not G - 1, here.")
@@ -130,7 +130,7 @@ def test_declarations_are_checked(tmp_path: Path) -> None:
 
 
 def test_visible_only_diagnosis_view(tmp_path: Path) -> None:
-    from grader.outputs.report import CheckResult, Report, TierResult, Versions
+    from grader.model.report import CheckResult, Report, TierResult, Versions
 
     def check(check_id: str, visibility: str) -> CheckResult:
         return CheckResult(

@@ -28,6 +28,7 @@ from grader import commands
 from grader.confine.sandbox import BOX_TMPFS_MB, MAX_SLOTS, SLOT_UID_BASE
 from grader.judge.grading import Graded
 from grader.model.problem import Problem
+from grader.model.report import Report, load_report
 from grader.model.spec import Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs import drawing, pages
@@ -35,7 +36,6 @@ from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
 from grader.outputs.exports import gradescope_results, junit_xml
 from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
 from grader.outputs.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
-from grader.outputs.report import Report, load_report
 from grader.text import MESSAGE_CHARS, clean_line, csv_cell, submission_folder
 
 pytestmark = pytest.mark.slow

@@ -14,6 +14,7 @@ import pytest
 from conftest import MARKUP, PROBLEM, Batch
 
 from grader.model.problem import Problem
+from grader.model.report import Report
 from grader.model.verdicts import Status
 from grader.outputs.pages import Figure, render_dashboard, render_report_page, write_dashboard
 from grader.outputs.pages.dashboard import Row, report_link
@@ -21,7 +22,6 @@ from grader.outputs.pages.markup import CSS
 from grader.outputs.pages.previews import reference_previews
 from grader.outputs.pages.report_page import collect_figures
 from grader.outputs.plots import preview_file
-from grader.outputs.report import Report
 from grader.text import submission_folder
 
 PAYLOAD = MARKUP

@@ -36,9 +36,9 @@ from grader.judge.diagnosis import MIN_SHARE
 from grader.judge.expectations import Expectations, reference_series, run_series, single_threaded
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
+from grader.model.report import Report
 from grader.model.spec import CheckSpec, DifferentialCheck, Limits, Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
-from grader.outputs.report import Report
 from grader.worker.protocol import observe_call
 
 PROBLEMS = list_problems()

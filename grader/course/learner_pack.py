@@ -37,10 +37,10 @@ from grader.judge.cases import Call
 from grader.judge.expectations import LOWER, Expectations
 from grader.judge.grading import grade
 from grader.model.problem import Problem, load_module
+from grader.model.report import Report, write_atomic
 from grader.model.spec import CheckSpec, ProblemSpec, load_spec
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.learner_view import learner_view
-from grader.outputs.report import Report, write_atomic
 from grader.outputs.terminal import STYLE, fit_message, full_messages
 
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ from grader.judge.compare import (
 from grader.judge.diagnosis import NO_CREDIT, Credit, follow_through
 from grader.judge.experiment import CallFailed, PartResult
 from grader.model.misconceptions import Misconception
+from grader.model.report import CheckResult, round_score
 from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict
-from grader.outputs.report import CheckResult, round_score
 
 
 class LearnerFailure(Exception):

@@ -23,9 +23,9 @@ from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, cr
 from grader.judge.expectations import Expectations
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.problem import Problem
+from grader.model.report import CheckResult, Diagnosis, Report, TierResult, Versions, reproduce_command, score_sum
 from grader.model.spec import CheckSpec, Limits
 from grader.model.verdicts import Status, Verdict
-from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, Versions, reproduce_command, score_sum
 
 
 def import_failure_message(status: Status, hello: dict[str, Any], submission: Path, limits: Limits) -> str:

@@ -28,9 +28,9 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.confine.intake import Submission, read_submission
+from grader.model.report import Report
 from grader.model.verdicts import ExitCode, Verdict
 from grader.outputs.learner_view import learner_message
-from grader.outputs.report import Report
 from grader.outputs.terminal import STYLE, fit_message, full_messages
 from grader.text import clean_line
 

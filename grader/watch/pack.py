@@ -20,8 +20,8 @@ from grader.course.learner_pack import (
     start_plots,
 )
 from grader.judge.grading import grade
+from grader.model.report import Report, write_atomic
 from grader.model.verdicts import ExitCode
-from grader.outputs.report import Report, write_atomic
 from grader.watch.loop import Outcome, Snapshot, watch
 
 

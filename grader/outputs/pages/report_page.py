@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.model.problem import Problem
+from grader.model.report import CheckResult, Report, TierResult, round_score, write_atomic
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_message
 from grader.outputs.pages.markup import Markup, el, join, page, png_data_uri
 from grader.outputs.pages.previews import reference_previews
 from grader.outputs.plots import preview_file
-from grader.outputs.report import CheckResult, Report, TierResult, round_score, write_atomic
 
 
 @dataclass(frozen=True)
