@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from grader.judge import checks
-from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
+from grader.judge.checks import CaseOutcome, Tally, run_check
 from grader.judge.compare import Outcome, judge_case
+from grader.judge.failures import LearnerFailure, failure_evidence
 from grader.model.problem import Problem
 from grader.model.report import Report, load_report, round_score
 from grader.model.spec import Aspect, CheckSpec, DifferentialCheck, Tolerance
