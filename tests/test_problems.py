@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT, problem_named
 
-from grader import cli, commands
+from grader import cli, commands, engine
 from grader.course.coverage import reference_coverage
 from grader.course.validate import (
     MIN_SEEDS,
@@ -74,7 +74,7 @@ class Proof:
     def _grade(self, files: list[Path], seed: int) -> None:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("PAPERLEET_CACHE", str(self._cache))  # shared with the CLI runs, never the repo's own
-            reports = commands.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
+            reports = engine.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
         self._reports.update(zip([(f, seed) for f in files], reports, strict=True))
 
     def grade_many(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
@@ -96,7 +96,7 @@ class Proof:
         if key not in self._other:
             with pytest.MonkeyPatch.context() as patch:
                 patch.setenv("PAPERLEET_CACHE", str(self._cache))
-                self._other[key] = commands.grade_many(
+                self._other[key] = engine.grade_many(
                     self.problem, files, seed, self.problem.spec.limits, jobs=2, follow_through=follow_through
                 )
         return self._other[key]

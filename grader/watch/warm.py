@@ -18,18 +18,10 @@ from typing import cast
 
 import torch
 
-from grader.commands import (
-    PlotInputs,
-    UsageError,
-    plot_inputs,
-    say_stage,
-    single_out,
-    start_plot_server,
-    write_outputs,
-)
 from grader.confine.intake import usage_problem
 from grader.confine.launch import limits_from
 from grader.confine.zygote import Zygote
+from grader.engine import PlotInputs, UsageError, plot_inputs, say_stage, single_out, start_plot_server, write_outputs
 from grader.judge.expectations import Expectations
 from grader.judge.grading import grade
 from grader.model.problem import Problem
