@@ -25,6 +25,7 @@ from grader.model.spec import TIERS, Limits
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.pages import write_report_page
+from grader.outputs.pages.previews import PreviewSource
 from grader.outputs.plots import PlotJob, PlotServer, preview_file, series_tolerances, toy_failures
 from grader.paths import PROJECT_ROOT
 from grader.text import clean_line, csv_cell, submission_folder
@@ -110,8 +111,15 @@ def write_outputs(problem: Problem, graded: Graded, out_dir: Path, plots: PlotJo
     started = time.perf_counter()
     write_report(report, out_dir / "report.json")
     report.phases["report"] = round(time.perf_counter() - started, 4)
-    write_report_page(problem, report, out_dir, artifacts_dir() / "previews" / problem.id)
+    write_report_page(problem, report, out_dir, preview_source(problem))
     return report
+
+
+def preview_source(problem: Problem) -> PreviewSource:
+    """The problem's previews folder, and the reference's series at the public seed for a preview it lacks."""
+    return PreviewSource(
+        artifacts_dir() / "previews" / problem.id, lambda: Expectations(problem, problem.spec.public_seed).series()
+    )
 
 
 def say_stage(text: str) -> None:
@@ -176,7 +184,7 @@ def _write_contained(problem: Problem, report: Report, out: Path) -> None:
     """The judge_error report on disk, replacing the previous run's; then its page, if that can be drawn."""
     for write in (
         lambda: write_report(report, out / "report.json"),
-        lambda: write_report_page(problem, report, out, artifacts_dir() / "previews" / problem.id),
+        lambda: write_report_page(problem, report, out, preview_source(problem)),
     ):
         try:
             write()

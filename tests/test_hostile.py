@@ -35,6 +35,7 @@ from grader.outputs import drawing, pages
 from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
 from grader.outputs.exports import gradescope_results, junit_xml
 from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
+from grader.outputs.pages.previews import PreviewSource
 from grader.outputs.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
 from grader.text import MESSAGE_CHARS, clean_line, csv_cell, submission_folder
 
@@ -559,7 +560,7 @@ def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
         real_page = pages.write_report_page
 
-        def fake_page(problem: Problem, report: Report, out_dir: Path, previews: Path) -> Path:
+        def fake_page(problem: Problem, report: Report, out_dir: Path, previews: PreviewSource) -> Path:
             if where == "page" and Path(report.submission).stem in failures and report.status == "graded":
                 raise failures[Path(report.submission).stem]
             return real_page(problem, report, out_dir, previews)
