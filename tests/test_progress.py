@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from rich.console import Console
 
-from grader.course.learner_pack import learner_report, show_progress
+from grader.course.pack_check import learner_report, show_progress
 from grader.model.problem import Problem
 from grader.model.report import CheckResult, Diagnosis, Report, TierResult, Versions, write_report
 from grader.model.verdicts import Status, Verdict
