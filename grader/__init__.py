@@ -4,6 +4,8 @@ The package, by part (each subpackage's docstring maps its modules; docs/archite
 from the command line to the report):
 
 - `cli`, `commands`: the command line, and the work behind each command.
+- `engine`: the batch and output engine: one file or a batch graded into its outputs, whatever the judge does,
+  and the exit code.
 - `model/`: what a problem is: its spec, its files, the closed vocabularies of verdicts and exit codes.
 - `judge/`: grading one submission: cases, expectations, checks, comparison, diagnosis, the toy experiment.
 - `confine/`: the trusted side of the sandbox: the box, its init, the syscall filter, control groups, the

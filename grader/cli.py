@@ -322,7 +322,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"paperleet: {problem}", file=sys.stderr)
         return int(ExitCode.USAGE)
     launched, drawing = early_launch(args) if args.command == "grade" else (None, None)
-    from grader import commands  # here, not at the top: keeps `--help` free of torch's import time
+    from grader import commands, engine  # here, not at the top: keeps `--help` free of torch's import time
     from grader.model.spec import SpecError
 
     try:
@@ -330,7 +330,7 @@ def _run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"paperleet: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    except commands.UsageError as exc:
+    except engine.UsageError as exc:
         print(f"paperleet: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
     except Exception as exc:  # a harness bug is a judge error, never a learner's lost points

@@ -19,8 +19,8 @@ from grader.judge.cases import Call, generator_for
 from grader.judge.compare import judge_case
 from grader.judge.expectations import LOWER, Expectations
 from grader.model.problem import Problem, list_problems
+from grader.model.report import Report
 from grader.model.verdicts import Verdict
-from grader.outputs.report import Report
 from grader.worker.protocol import observe_call
 
 PROBLEMS = list_problems()

@@ -11,8 +11,9 @@ import pytest
 from conftest import PROBLEM
 
 from grader.judge.cases import Call
-from grader.judge.checks import LearnerFailure, check_signatures
+from grader.judge.checks import check_signatures
 from grader.judge.context import CheckContext
+from grader.judge.failures import LearnerFailure
 from grader.judge.grading import grade
 from grader.model.problem import Problem
 from grader.model.spec import FunctionSpec

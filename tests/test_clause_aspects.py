@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.judge.cases import PARTNER_ASPECTS, Call
-from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, check_differential, check_experiment
+from grader.judge.checks import CaseOutcome, Tally, check_differential, check_experiment
 from grader.judge.compare import (
     NO_RESPONSE,
     Mismatch,
@@ -22,9 +22,11 @@ from grader.judge.compare import (
     constant_answers,
     judge_case,
 )
-from grader.judge.diagnosis import Credit, Misconception
+from grader.judge.diagnosis import Credit
 from grader.judge.expectations import Expectations, in_float32
 from grader.judge.experiment import PartResult
+from grader.judge.failures import LearnerFailure
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import Aspect, DifferentialCheck, ExperimentCheck, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict

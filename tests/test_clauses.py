@@ -20,8 +20,8 @@ from grader.course.validate import (
 from grader.model.known_wrong import KnownWrong, load_declaration
 from grader.model.ports import Port, load_ports
 from grader.model.problem import Problem, list_problems
+from grader.model.report import Report
 from grader.model.spec import CONSTRUCTED_KINDS, SpecError, load_spec
-from grader.outputs.report import Report
 
 SPEC_PATH = ROOT / "problems" / PROBLEM / "problem.toml"
 

@@ -24,11 +24,12 @@ import pytest
 from conftest import PROBLEM, ROOT, SAMPLES, SMALL_LIMITS, SYNTAX_ERROR, SYNTAX_ERROR_LINE, Batch, checks_of
 
 from grader.cli import main
-from grader.commands import exit_code, submission_files
+from grader.commands import submission_files
+from grader.engine import exit_code
 from grader.model.problem import Problem
+from grader.model.report import Report, reproduce_command
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs.pages import render_report_page
-from grader.outputs.report import Report, reproduce_command
 
 TIMING_KEYS = {"duration_s"}
 DROPPED_KEYS = {"phases"}  # per-phase seconds

@@ -23,9 +23,9 @@ from grader.judge.compare import Outcome, compare_tensors
 from grader.judge.expectations import Expectations
 from grader.judge.experiment import run_experiment
 from grader.model.problem import Problem, list_problems
+from grader.model.report import Report
 from grader.model.spec import CheckSpec, FunctionSpec, Tolerance
 from grader.model.verdicts import Verdict
-from grader.outputs.report import Report
 from grader.worker.protocol import describe, observe_call
 
 PROBLEMS = list_problems()

@@ -10,23 +10,15 @@ import pytest
 
 from grader.judge.checks import CaseOutcome, Tally
 from grader.judge.compare import Mismatch, Outcome
-from grader.judge.diagnosis import (
-    Convention,
-    Credit,
-    Explained,
-    Misconception,
-    credit_for,
-    diagnose,
-    follow_through,
-    load_misconceptions,
-)
+from grader.judge.diagnosis import Credit, Explained, credit_for, diagnose, follow_through
+from grader.model.misconceptions import Convention, Misconception, load_misconceptions
 from grader.model.problem import Problem
+from grader.model.report import CheckResult, Diagnosis, Report, TierResult, UnexplainedCases, Versions
 from grader.model.spec import CheckSpec, DifferentialCheck, SpecError
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.exports import gradescope_results
 from grader.outputs.learner_view import learner_diagnosis, learner_view
 from grader.outputs.pages.report_page import render_report_page
-from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, UnexplainedCases, Versions
 from grader.outputs.terminal import diagnosis_lines, localisation_lines
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -57,7 +57,7 @@ def test_the_cache_key_covers_the_code_that_computes_expectations_and_not_the_pl
     files = {path.relative_to(GRADER_DIR).as_posix() for path in computation_files()}
     assert {"judge/expectations.py", "judge/cases.py", "judge/experiment.py", "worker/protocol.py"} <= files
     assert {"model/problem.py", "model/known_wrong.py", "__init__.py", "judge/__init__.py"} <= files
-    assert not files & {"outputs/plots.py", "outputs/figures.py", "outputs/report.py", "commands.py", "cli.py"}
+    assert not files & {"outputs/plots.py", "outputs/figures.py", "model/report.py", "commands.py", "cli.py"}
     assert not [name for name in files if name.startswith("confine/")]
 
 

@@ -17,14 +17,15 @@ import pytest
 import torch
 
 from grader.judge import checks
-from grader.judge.checks import CaseOutcome, LearnerFailure, Tally, failure_evidence, run_check
+from grader.judge.checks import CaseOutcome, Tally, run_check
 from grader.judge.compare import Outcome, judge_case
+from grader.judge.failures import LearnerFailure, failure_evidence
 from grader.model.problem import Problem
+from grader.model.report import Report, load_report, round_score
 from grader.model.spec import Aspect, CheckSpec, DifferentialCheck, Tolerance
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.exports import class_junit_xml, gradescope_refusal, gradescope_results, junit_xml
 from grader.outputs.learner_view import learner_view
-from grader.outputs.report import Report, load_report, round_score
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "glm5_offpolicy"

@@ -19,16 +19,16 @@ from conftest import series_fingerprints
 
 from grader.judge.cases import Call
 from grader.judge.compare import compare_series
-from grader.judge.diagnosis import Misconception
 from grader.judge.expectations import Expectations
 from grader.judge.grading import grade
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems
+from grader.model.report import Report
 from grader.model.spec import ProblemSpec, Tolerance
 from grader.model.verdicts import ExitCode, Verdict
 from grader.outputs.exports import gradescope_results, junit_xml
 from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
 from grader.outputs.plots import figure_specs, series_tolerances
-from grader.outputs.report import Report
 
 HOSTILE = Path(__file__).resolve().parent / "hostile" / "leak_hidden_inputs.py"
 DURATIONS = Path(__file__).resolve().parent / "hostile" / "leak_durations.py"

@@ -24,18 +24,19 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT, checks_of, series_fingerprints
 
-from grader import commands
+from grader import commands, engine
 from grader.confine.sandbox import BOX_TMPFS_MB, MAX_SLOTS, SLOT_UID_BASE
 from grader.judge.grading import Graded
 from grader.model.problem import Problem
+from grader.model.report import Report, load_report
 from grader.model.spec import Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.outputs import drawing, pages
 from grader.outputs.containment import LEARNER_SENTENCE, judge_error_report
 from grader.outputs.exports import gradescope_results, junit_xml
 from grader.outputs.learner_view import LEARNER_SECONDS, learner_view
+from grader.outputs.pages.previews import PreviewSource
 from grader.outputs.plots import PLOT_TIMEOUT_S, PlotJob, figure_specs, preview_file, series_tolerances
-from grader.outputs.report import Report, load_report
 from grader.text import MESSAGE_CHARS, clean_line, csv_cell, submission_folder
 
 pytestmark = pytest.mark.slow
@@ -548,8 +549,8 @@ def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     for file in files:
         file.parent.mkdir(exist_ok=True)
         file.write_text("# nothing to run here\n")
-    monkeypatch.setattr(commands, "Zygote", _NoZygote)
-    monkeypatch.setattr(commands, "Expectations", _FakeExpectations)
+    monkeypatch.setattr(engine, "Zygote", _NoZygote)
+    monkeypatch.setattr(engine, "Expectations", _FakeExpectations)
 
     def run(failures: dict[str, Exception], where: str = "grade") -> tuple[list[Report], ExitCode, Path]:
         def fake_grade(problem: Problem, file: Path, seed: int, *args: Any, **kwargs: Any) -> Graded:
@@ -559,15 +560,15 @@ def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
         real_page = pages.write_report_page
 
-        def fake_page(problem: Problem, report: Report, out_dir: Path, previews: Path) -> Path:
+        def fake_page(problem: Problem, report: Report, out_dir: Path, previews: PreviewSource) -> Path:
             if where == "page" and Path(report.submission).stem in failures and report.status == "graded":
                 raise failures[Path(report.submission).stem]
             return real_page(problem, report, out_dir, previews)
 
-        monkeypatch.setattr(commands, "grade", fake_grade)
-        monkeypatch.setattr(commands, "write_report_page", fake_page)
+        monkeypatch.setattr(engine, "grade", fake_grade)
+        monkeypatch.setattr(engine, "write_report_page", fake_page)
         out = tmp_path / "out"
-        reports = commands.grade_many(
+        reports = engine.grade_many(
             problem, files, 1, problem.spec.limits, 2, out_of=lambda f: out / submission_folder(f.name)
         )
         code = commands._finish_class(reports, out, [submission_folder(f.name) for f in files])
@@ -595,7 +596,7 @@ def test_a_reference_that_fails_still_leaves_every_file_a_report(contained, monk
     def broken(problem: Problem, seed: int) -> None:
         raise RuntimeError("the reference failed the toy")
 
-    monkeypatch.setattr(commands, "Expectations", broken)
+    monkeypatch.setattr(engine, "Expectations", broken)
     reports, code, out = contained({})
     assert code == ExitCode.JUDGE_ERROR and [r.status for r in reports] == ["judge_error"] * 3
     assert len(_rows(out / "summary.csv")) == 3 and (out / "index.html").is_file()
@@ -613,9 +614,9 @@ def test_a_single_grade_replaces_a_stale_report_with_its_judge_error(
     def failing(*args: Any, **kwargs: Any) -> Graded:
         raise KeyError("boom")
 
-    monkeypatch.setattr(commands, "grade", failing)
+    monkeypatch.setattr(engine, "grade", failing)
     stand_in = _FakeExpectations(problem, 1)  # not an Expectations: a stand-in with the one method used
-    report = commands.grade_into(problem, file, 1, problem.spec.limits, out, stand_in)  # type: ignore[arg-type]
+    report = engine.grade_into(problem, file, 1, problem.spec.limits, out, stand_in)  # type: ignore[arg-type]
     assert report.status == "judge_error" and load_report(out / "report.json") == report
 
 

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import torch
 
-from grader.course.learner_pack import (
+from grader.course.learner_pack import build_pack
+from grader.course.pack_check import (
     DATA_FILE,
     NO_MATPLOTLIB,
-    build_pack,
     check_main,
     finish_plots,
     plots_folder,

@@ -13,9 +13,9 @@ from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.localise import CheckCases, case_features, problem_features, separating, unexplained_cases
+from grader.model.report import UNEXPLAINED_LISTED, UnexplainedCases
 from grader.model.spec import SpecError
 from grader.model.verdicts import Verdict
-from grader.outputs.report import UNEXPLAINED_LISTED, UnexplainedCases
 
 PASS = Outcome(Verdict.PASS)
 FAIL = Outcome(Verdict.FAIL, Mismatch("failed", "failed"))

@@ -11,17 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from conftest import MARKUP, PROBLEM, Batch
 
+from grader.judge.expectations import Expectations
 from grader.model.problem import Problem
+from grader.model.report import Report
 from grader.model.verdicts import Status
 from grader.outputs.pages import Figure, render_dashboard, render_report_page, write_dashboard
 from grader.outputs.pages.dashboard import Row, report_link
 from grader.outputs.pages.markup import CSS
-from grader.outputs.pages.previews import reference_previews
+from grader.outputs.pages.previews import PreviewSource, reference_previews
 from grader.outputs.pages.report_page import collect_figures
 from grader.outputs.plots import preview_file
-from grader.outputs.report import Report
 from grader.text import submission_folder
 
 PAYLOAD = MARKUP
@@ -228,7 +230,7 @@ def test_the_preview_drawn_beside_a_plot_is_preferred_to_the_shared_one(tmp_path
     shared.mkdir()
     for plot in problem.spec.plots:
         (shared / plot.file).write_bytes(b"shared")
-    figures = collect_figures(problem, make_report(artifacts=(first,)), tmp_path, shared)
+    figures = collect_figures(problem, make_report(artifacts=(first,)), tmp_path, PreviewSource(shared, _unasked))
     assert (figures[0].learner, figures[0].reference) == (PNG, PNG[::-1])
     assert all(figure.reference == b"shared" for figure in figures[1:])
 
@@ -240,12 +242,27 @@ def test_plot_pairs_stack_on_narrow_screens() -> None:
 @pytest.mark.e2e
 def test_missing_previews_are_drawn_from_the_reference(tmp_path: Path) -> None:
     problem = Problem(PROBLEM)
-    drawn = reference_previews(problem, tmp_path / "absent")
+
+    def series() -> dict[str, torch.Tensor]:
+        return Expectations(problem, problem.spec.public_seed).series()
+
+    drawn = reference_previews(problem, PreviewSource(tmp_path / "absent", series))
     assert set(drawn) == {plot.file for plot in problem.spec.plots}
     assert all(data and data.startswith(b"\x89PNG") for data in drawn.values())
     first = problem.spec.plots[0].file
     (tmp_path / first).write_bytes(PNG)
-    assert reference_previews(problem, tmp_path)[first] == PNG
+    assert reference_previews(problem, PreviewSource(tmp_path, series))[first] == PNG
+
+
+def _unasked() -> dict[str, torch.Tensor]:
+    raise AssertionError("the reference's series were asked for although every preview was in the folder")
+
+
+def test_complete_previews_never_ask_for_the_reference_series(tmp_path: Path) -> None:
+    problem = Problem(PROBLEM)
+    for plot in problem.spec.plots:
+        (tmp_path / plot.file).write_bytes(PNG)
+    assert reference_previews(problem, PreviewSource(tmp_path, _unasked)) == {p.file: PNG for p in problem.spec.plots}
 
 
 def test_grade_writes_a_safe_page_for_a_hostile_submission(markup_page: Path) -> None:

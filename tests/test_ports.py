@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import problem_named
 
-from grader import commands
+from grader import engine
 from grader.model.problem import list_problems, load_module
 
 LIBRARIES = frozenset({"slime", "verl", "OpenRLHF", "TRL", "Megatron-Core", "transformers", "NeMo-RL"})
@@ -74,7 +74,7 @@ def test_a_port_loads_and_defines_the_exercise_functions(problem_id: str, path: 
 def test_no_port_grades_lower_than_when_it_was_written(problem_id: str) -> None:
     problem = problem_named(problem_id)
     files = [path for p, path in PORTS if p == problem_id]
-    reports = commands.grade_many(problem, files, problem.grading_seeds[0], problem.spec.limits, jobs=2)
+    reports = engine.grade_many(problem, files, problem.grading_seeds[0], problem.spec.limits, jobs=2)
     lower = {
         path.stem: (report.score, _declaration(path)["score_before"])
         for path, report in zip(files, reports, strict=True)

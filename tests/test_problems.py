@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT, problem_named
 
-from grader import cli, commands
+from grader import cli, commands, engine
 from grader.course.coverage import reference_coverage
 from grader.course.validate import (
     MIN_SEEDS,
@@ -32,12 +32,13 @@ from grader.course.validate import (
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors, judge_case
-from grader.judge.diagnosis import MIN_SHARE, Misconception
+from grader.judge.diagnosis import MIN_SHARE
 from grader.judge.expectations import Expectations, reference_series, run_series, single_threaded
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
+from grader.model.report import Report
 from grader.model.spec import CheckSpec, DifferentialCheck, Limits, Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
-from grader.outputs.report import Report
 from grader.worker.protocol import observe_call
 
 PROBLEMS = list_problems()
@@ -73,7 +74,7 @@ class Proof:
     def _grade(self, files: list[Path], seed: int) -> None:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("PAPERLEET_CACHE", str(self._cache))  # shared with the CLI runs, never the repo's own
-            reports = commands.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
+            reports = engine.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
         self._reports.update(zip([(f, seed) for f in files], reports, strict=True))
 
     def grade_many(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
@@ -95,7 +96,7 @@ class Proof:
         if key not in self._other:
             with pytest.MonkeyPatch.context() as patch:
                 patch.setenv("PAPERLEET_CACHE", str(self._cache))
-                self._other[key] = commands.grade_many(
+                self._other[key] = engine.grade_many(
                     self.problem, files, seed, self.problem.spec.limits, jobs=2, follow_through=follow_through
                 )
         return self._other[key]
@@ -294,7 +295,7 @@ def test_validate_says_valid(
     """The `validate` command on this run's reports: exit code and verdict line, and no finding about anything
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
-    graded_anew = commands.grade_many
+    graded_anew = engine.grade_many
     proving: list[bool] = []  # set while the proof grades: its own calls to `commands.grade_many` grade anew
 
     def grade_many(

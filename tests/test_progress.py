@@ -12,11 +12,11 @@ import pytest
 from conftest import ROOT
 from rich.console import Console
 
-from grader.course.learner_pack import learner_report, show_progress
+from grader.course.pack_check import learner_report, show_progress
 from grader.model.problem import Problem
+from grader.model.report import CheckResult, Diagnosis, Report, TierResult, Versions, write_report
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.progress import print_progress, progress_of, read_attempt, report_files
-from grader.outputs.report import CheckResult, Diagnosis, Report, TierResult, Versions, write_report
 
 # What a grade knows that a learner must never read in a summary of their attempts.
 SEED = 918273645

@@ -19,8 +19,8 @@ from conftest import PROBLEM, ROOT, SAMPLES, TRIVIAL
 from grader import commands
 from grader.cli import main
 from grader.course.shards import USAGE, Shard, ShardError, collect, parse_shard, require_every_shard
+from grader.model.report import Report
 from grader.model.verdicts import ExitCode
-from grader.outputs.report import Report
 
 SOURCES = {
     "correct_compact": SAMPLES / "correct_compact.py",

@@ -19,7 +19,7 @@ from grader.confine.launch import Launched
 from grader.confine.session import AnswerTooLarge
 from grader.judge import supervisor as supervision
 from grader.judge.cases import Call
-from grader.judge.checks import LearnerFailure
+from grader.judge.failures import LearnerFailure
 from grader.judge.grading import oversized_message
 from grader.judge.supervisor import KEPT_SENDING_UNREADABLE, MAX_REFUSED_FRAMES, WorkerSupervisor
 from grader.model.spec import Limits

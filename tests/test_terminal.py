@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from grader.model.report import CheckResult, Report, TierResult, Versions
 from grader.model.verdicts import Status, Verdict
-from grader.outputs.report import CheckResult, Report, TierResult, Versions
 from grader.outputs.terminal import TERMINAL_MESSAGE_CHARS, fit_message, print_report
 from grader.watch.loop import MESSAGE_CHARS, render
 

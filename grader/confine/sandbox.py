@@ -35,8 +35,8 @@ from typing import IO, Literal
 from grader.confine import cgroups, seccomp
 from grader.confine.intake import Submission
 from grader.confine.sandbox_init import ENVIRONMENT, InitConfig, _libc
+from grader.model.report import Isolation
 from grader.model.spec import Limits
-from grader.outputs.report import Isolation
 from grader.paths import PROJECT_ROOT
 from grader.worker.messages import WorkerConfig
 

@@ -5,7 +5,8 @@
 - `clauses`: each problem's clause-to-check table, with the weight each clause carries.
 - `coverage`: which lines and branches of a reference no case reaches (a clause broken for free).
 - `gradescope_zip`: the autograder zip for Gradescope.
-- `learner_pack`: the learner pack (statement, starter, public cases and `check`) and the pack's `check`.
+- `learner_pack`: building the learner pack (statement, starter, public cases and `check`).
+- `pack_check`: inside the pack: `check FILE` and `check --watch FILE` on the public cases, in the official sandbox.
 - `shards`: a class graded on many machines, and the merge of their reports.
 - `catalog`: every problem's `[catalog]` table, checked across problems, in a suggested order (`problems`).
 - `course_set`: a set of problems' packs, zips and handout index, built in one command (`course-set`).

@@ -15,7 +15,7 @@ from grader.course.catalog import Entry, select
 from grader.course.gradescope_zip import build_zip
 from grader.course.learner_pack import build_pack
 from grader.model.problem import Problem
-from grader.outputs.report import write_atomic
+from grader.model.report import write_atomic
 
 INDEX = "index.md"
 

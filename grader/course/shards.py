@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from grader.outputs.report import Report, load_report
+from grader.model.report import Report, load_report
 
 USAGE = "expected K/N with whole numbers 0 <= K < N, e.g. --shard 0/10 up to --shard 9/10"
 SUMMARY_NAME = re.compile(r"shard-(\d+)-of-(\d+)\.csv")

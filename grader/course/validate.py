@@ -13,11 +13,11 @@ from rich.table import Table
 
 from grader.course.catalog import catalog_errors, problem_specs
 from grader.course.coverage import reference_coverage
-from grader.judge.diagnosis import Misconception
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem
+from grader.model.report import Report
 from grader.model.spec import CONSTRUCTED_KINDS, SpecError
 from grader.model.verdicts import Verdict
-from grader.outputs.report import Report
 
 MIN_SEEDS = 5
 DECLARED_TOLERANCE = 2.0  # points a graded score may stray from the score its broken clauses declare

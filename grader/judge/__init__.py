@@ -8,6 +8,8 @@
 - `cases`: `Call`, one call of one contract function, the unit every check is built from.
 - `expectations`: what the reference and the oracle do on every case, cached per problem and seed.
 - `checks`: the registry of check kinds, each a function from (context, spec) to a result.
+- `failures`: `LearnerFailure` and `CallFailed`, why the learner's side gave no observation, and their hidden-safe
+  text.
 - `compare`: comparing an accepted observation with the expected one, aspect by aspect, with the evidence.
 - `diagnosis`: naming the misreading behind failures, and follow-through credit.
 - `localise`: the failing cases no misreading explains, and the case features that separate them.

@@ -10,10 +10,10 @@ from typing import Any, Protocol
 import torch
 
 from grader.judge.cases import Call
-from grader.judge.checks import LearnerFailure
-from grader.judge.diagnosis import Misconception
-from grader.judge.experiment import CallFailed, PartResult, run_experiment
+from grader.judge.experiment import PartResult, run_experiment
+from grader.judge.failures import CallFailed, LearnerFailure
 from grader.judge.supervisor import WorkerSupervisor
+from grader.model.misconceptions import Misconception
 from grader.model.spec import CheckSpec, FunctionSpec, ProblemSpec, Tolerance
 from grader.model.verdicts import Verdict
 

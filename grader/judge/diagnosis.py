@@ -19,79 +19,15 @@ device or a graph flag) carries no value credit into T1-T3: there it credits onl
 
 from __future__ import annotations
 
-import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from grader.model.spec import SpecError
+from grader.model.misconceptions import Misconception
 
 # A misreading is named, and carried forward, only when it explains at least this share of the failing cases (and
 # more of them than the passing cases it contradicts): a trivial or unrelated answer matches some misreading on a
 # few cases by accident (a zero where that misreading also gives zero), and must earn nothing by it.
 MIN_SHARE = 0.25
-
-
-class Convention(BaseModel):
-    """A real library's deliberate choice that a misreading reproduces: the learner followed that library, not the
-    statement ("slime divides by sum max(1, n_i); this statement divides by max(1, sum n_i)")."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    library: str = Field(min_length=2, max_length=60)
-    does: str = Field(min_length=5, max_length=300)  # what the library does, a predicate: "divides by ..."
-    statement: str = Field(min_length=5, max_length=300)  # what the statement asks instead, a predicate too
-
-    def sentence(self) -> str:
-        return f"{self.library} {self.does} on purpose; this statement {self.statement}."
-
-
-class DeclaredMisconception(BaseModel):
-    """One known misreading as `misconceptions.toml` declares it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # known-wrong, declared by wrong/<stem>.toml
-    explanation: str = Field(min_length=10, max_length=600)
-    convention: Convention | None = None  # set when the misreading is a library's deliberate convention
-
-
-class Misconception(DeclaredMisconception):
-    """One known misreading of a problem's statement, with the checks that own it."""
-
-    owners: list[str] = Field(min_length=1)
-
-
-class MisconceptionFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    misconceptions: list[DeclaredMisconception] = []
-
-
-def load_misconceptions(path: Path, owners_of: Callable[[Path], list[str]], wrong_dir: Path) -> list[Misconception]:
-    """The declared misreadings; none when the file is absent. Errors name the file and the field.
-
-    `owners_of` gives the owner checks of a known-wrong declaration (the checks of the clauses it breaks)."""
-    if not path.is_file():
-        return []
-    try:
-        declared = MisconceptionFile.model_validate(tomllib.loads(path.read_text())).misconceptions
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise SpecError(f"{path}: {exc}") from None
-    seen: set[str] = set()
-    loaded = []
-    for item in declared:
-        if item.id in seen:
-            raise SpecError(f"{path}: misconception id {item.id!r} is declared twice")
-        seen.add(item.id)
-        declaration = (wrong_dir / item.solution).with_suffix(".toml")
-        if not declaration.is_file():
-            raise SpecError(f"{path}: misconception {item.id!r} names {item.solution}, not declared in {wrong_dir}")
-        loaded.append(Misconception(**item.model_dump(), owners=owners_of(declaration)))
-    return loaded
 
 
 @dataclass(frozen=True)

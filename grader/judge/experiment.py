@@ -27,6 +27,7 @@ import torch
 from grader.judge.accept import accept_series
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import MAX_ELEMENTS, exception_text
+from grader.judge.failures import CallFailed
 from grader.model.verdicts import Verdict
 
 Observe = Callable[[Call, float], dict[str, Any]]  # (call, timeout_s) -> an accepted observation
@@ -35,14 +36,6 @@ Observe = Callable[[Call, float], dict[str, Any]]  # (call, timeout_s) -> an acc
 class ToyMisuse(Exception):
     """A toy asked for something the driver does not do (a cotangent that is not a finite float tensor): the
     judge's own fault, never caught as the learner's."""
-
-
-class CallFailed(Exception):
-    """A contract function could not give the toy what it needed; the part that called it stops."""
-
-    def __init__(self, verdict: Verdict, message: str) -> None:
-        super().__init__(message)
-        self.verdict, self.message = verdict, message
 
 
 @dataclass

@@ -24,9 +24,7 @@ from grader.judge.expectations import Expectations
 from grader.judge.localise import CheckCases, NamedFeature, problem_features, unexplained_cases
 from grader.judge.supervisor import WorkerSupervisor
 from grader.model.problem import Problem
-from grader.model.spec import CheckSpec, Limits
-from grader.model.verdicts import Status, Verdict
-from grader.outputs.report import (
+from grader.model.report import (
     CheckResult,
     Diagnosis,
     Report,
@@ -36,6 +34,8 @@ from grader.outputs.report import (
     reproduce_command,
     score_sum,
 )
+from grader.model.spec import CheckSpec, Limits
+from grader.model.verdicts import Status, Verdict
 
 
 def import_failure_message(status: Status, hello: dict[str, Any], submission: Path, limits: Limits) -> str:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from grader.judge.cases import Call
+from grader.model.report import UNEXPLAINED_LISTED, UnexplainedCases
 from grader.model.spec import SpecError
-from grader.outputs.report import UNEXPLAINED_LISTED, UnexplainedCases
 
 if TYPE_CHECKING:
     from grader.judge.checks import CaseOutcome

@@ -14,7 +14,7 @@ from grader.confine.session import AnswerTooLarge, WorkerCrashed, WorkerProcess,
 from grader.confine.zygote import Zygote
 from grader.judge.accept import FunctionMissing, Malformed, accept_answer, accept_frame, accept_hello
 from grader.judge.cases import Call
-from grader.judge.checks import LearnerFailure
+from grader.judge.failures import LearnerFailure
 from grader.model.spec import Limits
 from grader.model.verdicts import Status, Verdict
 from grader.worker.framing import FrameOverdue, ProtocolError

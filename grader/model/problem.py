@@ -14,8 +14,8 @@ from types import ModuleType
 from typing import Any
 
 from grader.judge.cases import CaseGenerator
-from grader.judge.diagnosis import Misconception, load_misconceptions
 from grader.model.known_wrong import KnownWrong, load_declaration, materialize
+from grader.model.misconceptions import Misconception, load_misconceptions
 from grader.model.ports import Port, load_ports
 from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
 from grader.paths import PROJECT_ROOT

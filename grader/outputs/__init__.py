@@ -1,6 +1,5 @@
 """What a grade produces, all built from the report.
 
-- `report`: the report model (report.json) and its atomic writer.
 - `learner_view`: the learner's view of a report: scores and hidden-safe messages only.
 - `exports`: Gradescope's results.json and JUnit XML.
 - `terminal`: rich tables of one report and of a class.

@@ -17,8 +17,8 @@ import torch
 from grader import __version__
 from grader.confine.intake import read_submission
 from grader.model.problem import Problem
+from grader.model.report import CheckResult, Report, TierResult, Versions
 from grader.model.verdicts import Status, Verdict
-from grader.outputs.report import CheckResult, Report, TierResult, Versions
 from grader.text import clean_line
 
 LEARNER_SENTENCE = (

@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from grader.model.report import Report, round_score, score_sum, write_atomic
 from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict
 from grader.outputs.learner_view import learner_seconds, learner_view
-from grader.outputs.report import Report, round_score, score_sum, write_atomic
 
 HIDDEN_NOTE = (
     "Checks on hidden cases report a verdict and a hint, never the cases themselves; some of them show "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from grader.model.report import CheckResult, Report, UnexplainedCases, round_score, score_sum
 from grader.model.verdicts import Verdict
-from grader.outputs.report import CheckResult, Report, UnexplainedCases, round_score, score_sum
 
 # For a check that carries no learner message (a report written before they existed): the verdict in words.
 GENERIC_MESSAGE = {

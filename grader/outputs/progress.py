@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grader.model.report import Report, round_score, score_sum
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_view
-from grader.outputs.report import Report, round_score, score_sum
 from grader.text import clean_line
 
 OFFICIAL = "official"  # the scope of a grade by the grader itself; the pack's reports say "public cases"

@@ -21,10 +21,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from grader.model.report import Report
 from grader.model.spec import TIERS
 from grader.model.verdicts import Verdict
 from grader.outputs.learner_view import learner_message
-from grader.outputs.report import Report
 from grader.text import LINE_CHARS, MESSAGE_CHARS, clean_line
 
 STYLE = {

@@ -1,7 +1,7 @@
 """Re-grade one file each time it is saved: notice the save, grade a snapshot, print what changed.
 
 The loop knows nothing of how a file is graded: `watch` (the grader's, `grader.watch.warm`) and the learner pack's
-`check --watch` (`grader.watch.pack`) hand it a `Judge` that grades a snapshot of the file, shows its verdicts
+`check --watch` (`grader.course.pack_check`) hand it a `Judge` that grades a snapshot of the file, shows its verdicts
 once the loop says they may be published, then writes its outputs. A save is noticed by polling the file's
 type, modification time, size and content hash, never following a link; its grade starts at once, on the bytes
 seen (read once by `intake.read_submission`, or its refusal of a link or a FIFO), and is published only once the
@@ -28,9 +28,9 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.confine.intake import Submission, read_submission
+from grader.model.report import Report
 from grader.model.verdicts import ExitCode, Verdict
 from grader.outputs.learner_view import learner_message
-from grader.outputs.report import Report
 from grader.outputs.terminal import STYLE, fit_message, full_messages
 from grader.text import clean_line
 

@@ -18,26 +18,18 @@ from typing import cast
 
 import torch
 
-from grader.commands import (
-    PlotInputs,
-    UsageError,
-    plot_inputs,
-    say_stage,
-    single_out,
-    start_plot_server,
-    write_outputs,
-)
 from grader.confine.intake import usage_problem
 from grader.confine.launch import limits_from
 from grader.confine.zygote import Zygote
+from grader.engine import PlotInputs, UsageError, plot_inputs, say_stage, single_out, start_plot_server, write_outputs
 from grader.judge.expectations import Expectations
 from grader.judge.grading import grade
 from grader.model.problem import Problem
+from grader.model.report import Report, reproduce_command, write_report
 from grader.model.spec import Limits
 from grader.model.verdicts import ExitCode
 from grader.outputs.containment import judge_error_report, tell_instructor
 from grader.outputs.plots import PlotJob, PlotServer, preview_file, series_tolerances
-from grader.outputs.report import Report, reproduce_command, write_report
 from grader.watch.loop import DEBOUNCE_S, Outcome, Snapshot, watch
 
 

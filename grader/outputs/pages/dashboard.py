@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from grader.model.report import Report, write_atomic
 from grader.model.spec import TIERS
 from grader.model.verdicts import Verdict
 from grader.outputs.pages.markup import Markup, el, join, page
 from grader.outputs.pages.report_page import badge, check_anchor, score_text
-from grader.outputs.report import Report, write_atomic
 from grader.text import submission_folder
 
 BINS = 10  # histogram bars of 10 % of the maximum score each

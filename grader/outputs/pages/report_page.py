@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.model.problem import Problem
+from grader.model.report import CheckResult, Report, TierResult, UnexplainedCases, round_score, write_atomic
 from grader.model.verdicts import Status, Verdict
 from grader.outputs.learner_view import learner_message
 from grader.outputs.pages.markup import Markup, el, join, page, png_data_uri
-from grader.outputs.pages.previews import reference_previews
+from grader.outputs.pages.previews import PreviewSource, reference_previews
 from grader.outputs.plots import preview_file
-from grader.outputs.report import CheckResult, Report, TierResult, UnexplainedCases, round_score, write_atomic
 
 
 @dataclass(frozen=True)
@@ -288,10 +288,10 @@ def _preview_png(report: Report, out_dir: Path, file: str, shared: dict[str, byt
     return beside.read_bytes() if file in report.artifacts and beside.is_file() else shared.get(file)
 
 
-def collect_figures(problem: Problem, report: Report, out_dir: Path, previews_dir: Path) -> list[Figure]:
+def collect_figures(problem: Problem, report: Report, out_dir: Path, previews: PreviewSource) -> list[Figure]:
     if not problem.spec.plots:
         return []
-    references = reference_previews(problem, previews_dir)
+    references = reference_previews(problem, previews)
     return [
         Figure(
             plot.file,
@@ -303,8 +303,8 @@ def collect_figures(problem: Problem, report: Report, out_dir: Path, previews_di
     ]
 
 
-def write_report_page(problem: Problem, report: Report, out_dir: Path, previews_dir: Path) -> Path:
+def write_report_page(problem: Problem, report: Report, out_dir: Path, previews: PreviewSource) -> Path:
     """Write `report.html` beside `report.json`; everything it shows is inside the one file."""
     path = out_dir / "report.html"
-    write_atomic(path, render_report_page(report, collect_figures(problem, report, out_dir, previews_dir)))
+    write_atomic(path, render_report_page(report, collect_figures(problem, report, out_dir, previews)))
     return path
