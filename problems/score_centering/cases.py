@@ -365,22 +365,34 @@ RANDOM_SHAPES = [(4, 8, 3), (6, 16, 5), (3, 5, 2), (8, 32, 8), (2, 3, 1), (16, 6
 # recorded with q > 0, bool masks, finite padding; each convention left out is a family of its own below.
 RANDOM_OPTIONS = [NONE, Options("tis", 0.0, 2.0), Options("mis", 0.5, 5.0), Options("tis", 0.0, 1.5),
                   Options("mis", 0.8, 1.25),
-                  Options("none", eps=1e-4), Options("mis", 0.0, 2.0), Options("tis", 0.0, 5.0),
+                  Options("none", eps=1e-4), Options("mis", 0.2, 2.0), Options("tis", 0.0, 5.0),
                   Options("mis", 0.25, 4.0, 1e-5)]
 LARGE_SHAPES = [(8, 1024, 32), (16, 4096, 128), (4, 2048, 64)]
 ZERO_SLOT_SHAPES = [(4, 8, 3), (6, 16, 5), (5, 12, 7), (8, 32, 8)]
-ZERO_SLOT_RANDOM_OPTIONS = [NONE, Options("tis", 0.0, 2.0), Options("mis", 0.5, 5.0), Options("mis", 0.25, 4.0)]
+# MIS first: its weight x * 1[low <= x <= high] is where a q = 0 slot's infinite ratio turns into NaN
+ZERO_SLOT_RANDOM_OPTIONS = [Options("mis", 0.5, 5.0), Options("mis", 0.25, 4.0), Options("mis", 0.2, 2.0),
+                            Options("tis", 0.0, 2.0)]
 TIS_FLOOR_SHAPES = [(4, 8, 3), (6, 16, 5), (3, 5, 2), (8, 32, 8), (16, 64, 16), (5, 12, 7)]
 TIS_FLOOR_OPTIONS = [Options("tis", 0.2, 1.5), Options("tis", 0.5, 5.0), Options("tis", 0.8, 1.25)]
 
 
+def _tail_counts(options: Options, row: Row) -> bool:
+    """The reconstructed tail's share of the residual, alpha' p_v, is far from zero on this row."""
+    s = stats(row)
+    alpha = s.alpha(options.resolved_eps)
+    low, high = options.bounds()
+    return alpha * weight(1.0 / alpha, options.resolved_mode, low, high) >= 0.1
+
+
 def _random_calls(g: torch.Generator, shapes: list[tuple[int, int, int]], stride: int) -> list[Call]:
+    """Each batch's discriminating row moves both parts of its residual, the head's q f and the tail's alpha' p."""
     calls = []
     for index, (n, vocab, k) in enumerate(shapes):
         for dtype in DTYPES:
             options = RANDOM_OPTIONS[(stride * index + (dtype == F64)) % len(RANDOM_OPTIONS)]
-            batch = random_batch(g, n, vocab, k, dtype, options)
-            calls.append(loss_call(batch, "random rows", options, hidden=True))
+            rows = _rows(g, n, partial(random_row, g, vocab, k), dtype, options, first=partial(_tail_counts, options))
+            rows, active = _shuffled(g, rows, _activity(g, n))
+            calls.append(loss_call(assemble(rows, active, dtype), "random rows", options, hidden=True))
     return calls
 
 
@@ -668,7 +680,7 @@ def alpha_floors(g: torch.Generator) -> list[Call]:
 
 
 ZERO_SLOT_OPTIONS = (NONE, Options("tis", 0.0, 2.0), Options("mis", 0.5, 5.0), Options("mis", 0.2, 3.0),
-                     Options("tis", 0.0, 1.5))
+                     Options("mis", 0.2, 2.0))
 
 
 def _has_zero_slot(row: Row) -> bool:
@@ -1078,7 +1090,7 @@ def _toy_call(logits: Tensor, q: Tensor, head: list[int], advantages: Tensor, op
 
 
 def toy_gradients(g: torch.Generator) -> list[Call]:
-    """The head sweep's prefix for k = 0..6 in every mode, and the bandit's two actions with and without the head
+    """The head sweep's prefix for k = 0..5 in every mode, and the bandit's two actions with and without the head
     {action 0}: the gradient the toy's curves assume, taken through the learner's loss."""
     vocab = len(TOY_LOGITS)
     order = torch.randperm(vocab, generator=g)
@@ -1088,10 +1100,11 @@ def toy_gradients(g: torch.Generator) -> list[Call]:
     ranked = [int(order[v]) for v in sorted(range(vocab), key=lambda v: (-TOY_Q[v], v))]
     advantages = torch.full((vocab,), _advantage(g), dtype=F64)
     # one group per curve: without a head (k = 0) the correction vanishes, so an uncentred loss matches there and
-    # must not earn that case apart from the rest of its curve
+    # must not earn that case apart from the rest of its curve; the whole-vocabulary head (k = V) is left to
+    # alpha_floors, whose clause it meets
     calls = [replace(_toy_call(logits, q, ranked[:k], advantages, options,
                                            f"the head sweep's prefix, head of size {k}"), group=f"sweep {options.mode}")
-             for options in TOY_MODES for k in range(vocab + 1)]
+             for options in TOY_MODES for k in range(vocab)]
     p0, q0 = _uniform(g, 0.55, 0.8), _uniform(g, 0.25, 0.45)
     better = _uniform(g, 0.8, 1.2)
     rewards = torch.tensor([better, 0.9 * better], dtype=F64)
