@@ -952,15 +952,16 @@ class _Bad:
 
 
 def _must_raise(g: torch.Generator, bad: _Bad, raising: list[tuple[str, dict[str, object]]]) -> list[Call]:
-    """Each must-raise call grouped with an ordinary valid call (mode none, default bounds) that must answer: the
-    group defeats an answer that always raises, and the partner meets no other clause's edge."""
+    """Each must-raise call grouped with an ordinary valid call (mode none, default bounds) that must answer right:
+    the group defeats an answer that always raises or is not the statement's function, and the valid call meets no
+    convention's edge, so only a formula misreading, diagnosed and credited where it is not owned, fails it."""
     groups = []
     for index, (label, change) in enumerate(raising):
         group = f"errors {index}"
         wrong = Call(FUNCTION, {**bad.batch.kwargs(), **change}, f"{FUNCTION}: {label} must raise ValueError",
                      group=group)
         fresh = _small(g, F32, NONE, shape=(4, bad.vocab, bad.k))
-        good = Call(FUNCTION, fresh.kwargs(), f"{FUNCTION}: an ordinary batch is valid", group=group).as_partner()
+        good = Call(FUNCTION, fresh.kwargs(), f"{FUNCTION}: an ordinary batch is valid", group=group)
         groups.append([wrong, good] if bool(torch.rand(1, generator=g) < 0.5) else [good, wrong])
     # which positions must raise is drawn from the seed too
     return [call for i in torch.randperm(len(groups), generator=g).tolist() for call in groups[i]]
