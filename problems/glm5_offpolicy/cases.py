@@ -25,6 +25,7 @@ DTYPES = (F32, F64)
 WEIGHTS, LOSS = "masked_is_weights", "offpolicy_loss"
 MASK_KINDS = ("bool", "float32", "int64", "float64", "uint8", "int32")
 NON_FINITE = (math.nan, math.inf, -math.inf)
+PAD_OUTSIDE = 3.0  # a padded log-ratio of +-3 gives a ratio outside every interval of every case (widest: 0.001, 6)
 
 
 def _mask_as(mask: Tensor, kind: str) -> Tensor:
@@ -79,12 +80,15 @@ def loss_call(logp: Tensor, rollout: Tensor, adv: Tensor, mask: Tensor, clip: tu
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
-                 pad_value: float | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """logp, rollout_logp, bool mask, advantages, with at least one kept and one rejected valid token."""
+                 shortest: int = 1) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """logp, rollout_logp, bool mask, advantages, with at least one kept and one rejected valid token; every
+    response keeps at least `shortest` valid tokens (`cols` of them: no padding at all). The padding is finite
+    and its ratio lies outside every interval a case uses, so a weight left unmasked there is 0 all the same:
+    zero weights on padding that an interval keeps are the padding family's business."""
     rows, cols = shape
     logp = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
     diff = torch.randn(shape, generator=g, dtype=F64) * spread
-    lengths = torch.randint(0, cols + 1, (rows,), generator=g)
+    lengths = torch.randint(0, cols + 1, (rows,), generator=g).clamp(min=min(shortest, cols))
     lengths[0] = max(int(lengths[0]), min(cols, 2))
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
     if int(mask.sum()) < 2:  # L = 1: make a second row valid
@@ -95,8 +99,8 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     # one certainly kept (ratio 1.02 lies inside every interval of RANDOM_WIDTHS), one certainly rejected
     diff[i0, t0], diff[i1, t1] = 0.02, 0.9
     rollout = logp - diff
-    if pad_value is not None:
-        logp = torch.where(mask, logp, torch.full_like(logp, pad_value))
+    outside = PAD_OUTSIDE * (1 - 2 * ((torch.arange(rows)[:, None] + torch.arange(cols)[None, :]) % 2))  # [B, L]
+    logp = torch.where(mask, logp, rollout + outside)
     adv = torch.randn(rows, generator=g, dtype=F64)
     adv[i0] = adv[i0] + (1.0 if adv[i0] >= 0 else -1.0)  # the kept token's advantage is far from zero
     return logp.to(dtype), rollout.to(dtype), mask, adv.to(dtype)
@@ -115,22 +119,59 @@ def _pad_non_finite(x: Tensor, mask: Tensor, g: torch.Generator) -> Tensor:
 RANDOM_SHAPES = [(3, 7), (5, 5), (1, 9), (6, 1), (2, 2), (8, 33), (16, 64), (64, 256)]
 RANDOM_WIDTHS: list[tuple[float, float] | None] = [None, (0.2, 0.2), (0.1, 0.3), (0.35, 0.05), (0.05, 0.5)]
 
+# The oracle's random batches come in families, each moving one convention over a neutral background (bool mask,
+# no response without a valid token, finite padding whose ratio lies outside the interval), so one convention
+# misread costs its own family, never the whole tier.
+Family = str  # "core", "padding", "empty_rows" or "mask_dtypes"
 
-def _random_configs(g: torch.Generator):
+
+def _random_configs(g: torch.Generator, family: Family, full: bool = False):
+    """The batches of one family; `full` leaves no padding (the core weights: zero on padding is the padding
+    family's business)."""
     for index, shape in enumerate(RANDOM_SHAPES):
         for dtype in DTYPES:
-            kind = MASK_KINDS[(index + (dtype == F64)) % len(MASK_KINDS)]
+            kind = MASK_KINDS[(index + (dtype == F64)) % len(MASK_KINDS)] if family == "mask_dtypes" else "bool"
             clip = RANDOM_WIDTHS[(2 * index + (dtype == F64)) % len(RANDOM_WIDTHS)]
-            logp, rollout, mask, adv = random_batch(g, shape, dtype, pad_value=float(torch.randn(1, generator=g)))
-            yield logp, rollout, _mask_as(mask, kind), adv, clip, _describe(dtype, shape, kind, clip)
+            shortest = 0 if family == "empty_rows" else shape[1] if full else 1
+            logp, rollout, mask, adv = random_batch(g, shape, dtype, shortest=shortest)
+            if family == "padding":  # finite padding at any ratio, inside the interval too
+                pad = (torch.randn(shape, generator=g, dtype=F64) * 0.3).to(dtype)
+                logp = torch.where(mask, logp, rollout + pad)
+            if family == "empty_rows" and bool(mask.all(dim=1).all()) and shape[0] > 1:
+                mask[-1] = False  # at least one response with no valid token
+            if family == "empty_rows":
+                adv = torch.where(mask.any(dim=1), adv, torch.full_like(adv, math.nan))
+            label = _describe(dtype, shape, kind, clip)
+            yield logp, rollout, _mask_as(mask, kind), adv, clip, f"{label}, {family.replace('_', ' ')}"
 
 
 def random_weights(g: torch.Generator) -> list[Call]:
-    return [weights_call(lp, rl, m, clip, label, hidden=True) for lp, rl, m, _, clip, label in _random_configs(g)]
+    return [weights_call(lp, rl, m, clip, label, hidden=True)
+            for lp, rl, m, _, clip, label in _random_configs(g, "core", full=True)]
 
 
 def random_loss(g: torch.Generator) -> list[Call]:
-    return [loss_call(lp, rl, a, m, clip, label, hidden=True) for lp, rl, m, a, clip, label in _random_configs(g)]
+    return [loss_call(lp, rl, a, m, clip, label, hidden=True)
+            for lp, rl, m, a, clip, label in _random_configs(g, "core")]
+
+
+def _family_calls(g: torch.Generator, family: Family) -> list[Call]:
+    calls = []
+    for lp, rl, m, a, clip, label in _random_configs(g, family):
+        calls += [weights_call(lp, rl, m, clip, label, hidden=True), loss_call(lp, rl, a, m, clip, label, hidden=True)]
+    return calls
+
+
+def random_padding(g: torch.Generator) -> list[Call]:
+    return _family_calls(g, "padding")
+
+
+def random_empty_rows(g: torch.Generator) -> list[Call]:
+    return _family_calls(g, "empty_rows")
+
+
+def random_mask_dtypes(g: torch.Generator) -> list[Call]:
+    return _family_calls(g, "mask_dtypes")
 
 
 # ---------------------------------------------------------------- T0 contracts
@@ -142,7 +183,8 @@ def _small(g: torch.Generator, dtype: torch.dtype, shape: tuple[int, int] = (3, 
 
 def contract_weights(g: torch.Generator) -> list[Call]:
     calls = []
-    for dtype, kind, shape in [(F32, "bool", (3, 5)), (F64, "float32", (4, 4)), (F32, "int64", (1, 6)),
+    # bool masks: another mask dtype is the mask_dtypes family's business
+    for dtype, kind, shape in [(F32, "bool", (3, 5)), (F64, "bool", (4, 4)), (F32, "bool", (1, 6)),
                                (F64, "bool", (7, 2))]:
         logp, rollout, mask, _ = _small(g, dtype, shape)
         calls.append(weights_call(logp, rollout, _mask_as(mask, kind), None, _describe(dtype, shape, kind, None)))
@@ -160,7 +202,7 @@ def contract_weights_grad(g: torch.Generator) -> list[Call]:
 
 def contract_loss(g: torch.Generator) -> list[Call]:
     calls = []
-    for dtype, kind in [(F32, "bool"), (F64, "float64"), (F32, "int32")]:
+    for dtype, kind in [(F32, "bool"), (F64, "bool"), (F32, "bool")]:
         logp, rollout, mask, adv = _small(g, dtype)
         calls.append(loss_call(logp, rollout, adv, _mask_as(mask, kind), None, _describe(dtype, (3, 5), kind, None)))
     return calls
@@ -175,7 +217,7 @@ def empty_mask(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for function, kind, padding in [(WEIGHTS, "bool", "NaN/inf"), (LOSS, "bool", "finite"),
-                                        (LOSS, "float32", "NaN/inf")]:
+                                        (LOSS, "bool", "NaN/inf")]:
             shape = (_randint(g, 2, 5), _randint(g, 2, 7))
             logp, rollout, _, adv = random_batch(g, shape, dtype)
             empty = torch.zeros(shape, dtype=torch.bool)
@@ -205,7 +247,7 @@ def mutation(g: torch.Generator) -> list[Call]:
         logp, rollout = _pad_non_finite(logp, mask, g), _pad_non_finite(rollout, mask, g)
         label = f"{_name(dtype)} {list(shape)} with NaN/inf padding"
         calls.append(weights_call(logp, rollout, mask, None, label))
-        calls.append(loss_call(logp, rollout, adv, mask.to(dtype), None, label + ", float mask", requires_grad=()))
+        calls.append(loss_call(logp, rollout, adv, mask, None, label, requires_grad=()))
         calls.append(loss_call(logp.t().contiguous().t(), rollout, adv, mask, (0.1, 0.3),
                                label + ", column-major logp", requires_grad=()))
     return calls
@@ -314,7 +356,9 @@ def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator):
     rollout = -(torch.rand(2, n, generator=g, dtype=F64) + 0.5)  # [2, n]
     logp = rollout + torch.log(columns)
     mask = torch.ones(2, n, dtype=torch.bool)
-    mask[1, _randint(g, 0, n - 1)] = False
+    padded = _randint(g, 0, n - 1)
+    mask[1, padded] = False
+    logp[1, padded] = rollout[1, padded] + PAD_OUTSIDE  # finite padding no interval keeps
     return logp.to(dtype), rollout.to(dtype), mask, _signed(g, 2).to(dtype)
 
 
