@@ -37,12 +37,21 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _widths(clip: tuple[float, float] | None) -> dict[str, float]:
-    return {} if clip is None else {"clip_low": clip[0], "clip_high": clip[1]}
+DEFAULT_WIDTHS = (0.2, 0.2)
+
+
+def _widths(clip: tuple[float, float] | None, omit: bool = False) -> dict[str, float]:
+    """The widths as arguments: given even when they are the defaults (None), so that only the default_widths
+    check, which omits them, depends on the signature's defaults."""
+    if omit:
+        return {}
+    low, high = DEFAULT_WIDTHS if clip is None else clip
+    return {"clip_low": low, "clip_high": high}
 
 
 def _describe(dtype: torch.dtype, shape: tuple[int, ...], kind: str, clip: tuple[float, float] | None) -> str:
-    widths = "default widths" if clip is None else f"widths {clip[0]:g}/{clip[1]:g}"
+    low, high = DEFAULT_WIDTHS if clip is None else clip
+    widths = f"widths {low:g}/{high:g}"
     return f"{_name(dtype)} {list(shape)} {kind} mask, {widths}"
 
 
@@ -67,15 +76,16 @@ def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
 
 
 def weights_call(logp: Tensor, rollout: Tensor, mask: Tensor, clip: tuple[float, float] | None, label: str,
-                 requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None) -> Call:
-    kwargs = {"logp": logp, "rollout_logp": rollout, "mask": mask, **_widths(clip)}
+                 requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None,
+                 omit_widths: bool = False) -> Call:
+    kwargs = {"logp": logp, "rollout_logp": rollout, "mask": mask, **_widths(clip, omit_widths)}
     return Call(WEIGHTS, kwargs, f"{WEIGHTS}: {label}", requires_grad=requires_grad, hidden=hidden, group=group)
 
 
 def loss_call(logp: Tensor, rollout: Tensor, adv: Tensor, mask: Tensor, clip: tuple[float, float] | None,
               label: str, requires_grad: tuple[str, ...] = ("logp",), hidden: bool = False,
-              group: str | None = None) -> Call:
-    kwargs = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask, **_widths(clip)}
+              group: str | None = None, omit_widths: bool = False) -> Call:
+    kwargs = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask, **_widths(clip, omit_widths)}
     return Call(LOSS, kwargs, f"{LOSS}: {label}", requires_grad=requires_grad, backward=bool(requires_grad),
                 hidden=hidden, group=group)
 
@@ -91,16 +101,19 @@ def by_gradient(calls: list[Call]) -> list[Call]:
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
-                 shortest: int = 1) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                 shortest: int = 1, ragged: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """logp, rollout_logp, bool mask, advantages, with at least one kept and one rejected valid token; every
-    response keeps at least `shortest` valid tokens (`cols` of them: no padding at all). The padding is finite
+    response keeps at least `shortest` valid tokens (`cols` of them: no padding at all). Responses share one
+    length unless `ragged` (a token mean and a mean of per-response means then agree: that difference is the
+    token_mean clause's business). The padding is finite
     and its ratio lies outside every interval a case uses, so a weight left unmasked there is 0 all the same:
     zero weights on padding that an interval keeps are the padding family's business."""
     rows, cols = shape
     logp = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
     diff = torch.randn(shape, generator=g, dtype=F64) * spread
-    lengths = torch.randint(0, cols + 1, (rows,), generator=g).clamp(min=min(shortest, cols))
+    lengths = torch.randint(0, cols + 1, (rows if ragged else 1,), generator=g).clamp(min=min(shortest, cols))
     lengths[0] = max(int(lengths[0]), min(cols, 2))
+    lengths = lengths.expand(rows) if not ragged else lengths
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
     if int(mask.sum()) < 2:  # L = 1: make a second row valid
         mask[-1, 0] = True
@@ -149,8 +162,8 @@ def _random_configs(g: torch.Generator, family: Family, full: bool = False):
             if family == "padding":  # finite padding at any ratio, inside the interval too
                 pad = (torch.randn(shape, generator=g, dtype=F64) * 0.3).to(dtype)
                 logp = torch.where(mask, logp, rollout + pad)
-            if family == "empty_rows" and bool(mask.all(dim=1).all()) and shape[0] > 1:
-                mask[-1] = False  # at least one response with no valid token
+            if family == "empty_rows" and shape[0] > 1:
+                mask[_randint(g, 0, shape[0] - 1)] = False  # one response with no valid token
             if family == "empty_rows":
                 adv = torch.where(mask.any(dim=1), adv, torch.full_like(adv, math.nan))
             label = _describe(dtype, shape, kind, clip)
@@ -395,7 +408,8 @@ def default_widths(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         logp, rollout, mask, adv = _ratio_grid(ratios, dtype, g)
         label = f"{_name(dtype)}, clip_low and clip_high omitted, ratios {ratios}"
-        calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
+        calls += [weights_call(logp, rollout, mask, None, label, omit_widths=True),
+                  loss_call(logp, rollout, adv, mask, None, label, omit_widths=True)]
     return by_gradient(calls)
 
 
@@ -463,9 +477,14 @@ def gradient_detached(g: torch.Generator) -> list[Call]:
         label = f"{_name(dtype)} [5, 6], logp, rollout_logp and advantages all require grad"
         calls.append(loss_call(logp, rollout, adv, mask, None, label,
                                requires_grad=("logp", "rollout_logp", "advantages")))
+    return calls
+
+
+def both_signs_rejected(g: torch.Generator) -> list[Call]:
+    """Both sides of the interval under both signs of A: a rejection that depends on the sign (PPO-clip's
+    zero-gradient side only) keeps some out-of-interval tokens here, whatever the seed."""
+    calls = []
     for dtype in DTYPES:
-        # Both sides of the interval under both signs of A: a rejection that depends on the sign (PPO-clip's
-        # zero-gradient side only) keeps some out-of-interval tokens here, whatever the seed.
         logp, rollout, mask, adv = _ratio_grid(GRID, dtype, g)
         adv = adv.abs() * torch.tensor([1.0, -1.0], dtype=dtype)[torch.randperm(2, generator=g)]
         label = f"{_name(dtype)}, ratios {GRID}, one response with A > 0 and one with A < 0"
@@ -562,14 +581,22 @@ BAD_ADVANTAGES = [
 ]
 
 
-def value_errors(g: torch.Generator) -> list[Call]:
+ERROR_FAMILIES = ("shapes", "advantages", "widths")
+
+
+def _error_pairs(g: torch.Generator, family: str) -> list[tuple[str, str, Change]]:
+    """(function, label, change) of every call the family's clause says must raise."""
+    bad = [(label, change) for label, change in _bad_arguments(g) if label.startswith("clip_") == (family == "widths")]
+    if family == "advantages":
+        return [(LOSS, label, lambda b, bad=bad: {"advantages": bad(b)}) for label, bad in BAD_ADVANTAGES]
+    return [(f, label, change) for label, change in bad for f in (WEIGHTS, LOSS)]
+
+
+def _value_errors(g: torch.Generator, family: str) -> list[Call]:
     """Each call that must raise is grouped with a valid call of the same function, in an order drawn from g:
     raising on everything, or never, earns nothing."""
-    pairs: list[tuple[str, str, Change]] = [(f, label, change) for label, change in _bad_arguments(g)
-                                            for f in (WEIGHTS, LOSS)]
-    pairs += [(LOSS, label, lambda b, bad=bad: {"advantages": bad(b)}) for label, bad in BAD_ADVANTAGES]
     calls = []
-    for index, (function, label, change) in enumerate(pairs):
+    for index, (function, label, change) in enumerate(_error_pairs(g, family)):
         group = f"pair {index}"
         batch = random_batch(g, (_randint(g, 2, 4), _randint(g, 3, 6)), F32)
         logp, rollout, mask, adv = batch
@@ -577,13 +604,25 @@ def value_errors(g: torch.Generator) -> list[Call]:
         if function == LOSS:
             base["advantages"] = adv
         shape = f"batch [{logp.shape[0]}, {logp.shape[1]}]"
-        calls.append(Call(function, {**base, **change(batch)}, f"{function}: {label} ({shape}): must raise",
-                          group=group))
+        calls.append(Call(function, {**base, **_widths(None), **change(batch)},
+                          f"{function}: {label} ({shape}): must raise", group=group))
         clip = (round(_uniform(g, 0.05, 0.5), 3), round(_uniform(g, 0.05, 0.5), 3))
         calls.append(Call(function, {**base, **_widths(clip)},
                           f"{function}: valid {shape}, widths {clip[0]:g}/{clip[1]:g}: must not raise",
                           group=group).as_partner())
     return _shuffled(calls, g)
+
+
+def value_errors_shapes(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "shapes")
+
+
+def value_errors_advantages(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "advantages")
+
+
+def value_errors_widths(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "widths")
 
 
 def valid_edge_widths(g: torch.Generator) -> list[Call]:
