@@ -365,8 +365,11 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
             rows = []
             for bound in (1 - clip[0], 1 + clip[1]):
                 window = _ulp_neighbours(torch.log(torch.tensor(bound, dtype=dtype)), 64)  # [129]
-                # a ratio exactly on the bound is exact_endpoints' business: a kept endpoint is charged there once
-                window = window[torch.exp(window) != torch.tensor(bound, dtype=dtype)][:120]  # [120]
+                # A ratio exactly on the bound is exact_endpoints' business, except where the bound's rounding to
+                # the dtype moves it inward: there a ratio widened to float64 is kept against the unrounded bound.
+                rounded = float(torch.tensor(bound, dtype=dtype))
+                inward = rounded > bound if bound < 1 else rounded < bound
+                window = window[(torch.exp(window) != rounded) | inward][:120]  # [120]
                 rows.append(window[torch.randperm(len(window), generator=g)])
             logp = torch.stack(rows)  # [2, 120], each row in an order drawn from g
             rollout = torch.zeros_like(logp)
