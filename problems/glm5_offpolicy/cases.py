@@ -162,10 +162,13 @@ def _random_configs(g: torch.Generator, family: Family, full: bool = False):
             if family == "padding":  # finite padding at any ratio, inside the interval too
                 pad = (torch.randn(shape, generator=g, dtype=F64) * 0.3).to(dtype)
                 logp = torch.where(mask, logp, rollout + pad)
-            if family == "empty_rows" and shape[0] > 1:
-                mask[_randint(g, 0, shape[0] - 1)] = False  # one response with no valid token
-            if family == "empty_rows":
-                adv = torch.where(mask.any(dim=1), adv, torch.full_like(adv, math.nan))
+            if family == "empty_rows":  # one more response, with no valid token and a NaN advantage
+                at = _randint(g, 0, shape[0])
+                empty_rollout = rollout[:1]
+                logp = torch.cat([logp[:at], empty_rollout + PAD_OUTSIDE, logp[at:]])  # [B + 1, L]
+                rollout = torch.cat([rollout[:at], empty_rollout, rollout[at:]])
+                mask = torch.cat([mask[:at], torch.zeros_like(mask[:1]), mask[at:]])
+                adv = torch.cat([adv[:at], torch.full_like(adv[:1], math.nan), adv[at:]])
             label = _describe(dtype, shape, kind, clip)
             yield logp, rollout, _mask_as(mask, kind), adv, clip, f"{label}, {family.replace('_', ' ')}"
 
