@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from decimal import Decimal, getcontext
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ DTYPES = (F32, F64)
 WEIGHTS, LOSS = "masked_is_weights", "offpolicy_loss"
 MASK_KINDS = ("bool", "float32", "int64", "float64", "uint8", "int32")
 NON_FINITE = (math.nan, math.inf, -math.inf)
+PAD_OUTSIDE = 3.0  # a padded log-ratio of +-3 gives a ratio outside every interval of every case (widest: 0.001, 6)
 
 
 def _mask_as(mask: Tensor, kind: str) -> Tensor:
@@ -35,12 +37,21 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _widths(clip: tuple[float, float] | None) -> dict[str, float]:
-    return {} if clip is None else {"clip_low": clip[0], "clip_high": clip[1]}
+DEFAULT_WIDTHS = (0.2, 0.2)
+
+
+def _widths(clip: tuple[float, float] | None, omit: bool = False) -> dict[str, float]:
+    """The widths as arguments: given even when they are the defaults (None), so that only the default_widths
+    check, which omits them, depends on the signature's defaults."""
+    if omit:
+        return {}
+    low, high = DEFAULT_WIDTHS if clip is None else clip
+    return {"clip_low": low, "clip_high": high}
 
 
 def _describe(dtype: torch.dtype, shape: tuple[int, ...], kind: str, clip: tuple[float, float] | None) -> str:
-    widths = "default widths" if clip is None else f"widths {clip[0]:g}/{clip[1]:g}"
+    low, high = DEFAULT_WIDTHS if clip is None else clip
+    widths = f"widths {low:g}/{high:g}"
     return f"{_name(dtype)} {list(shape)} {kind} mask, {widths}"
 
 
@@ -65,27 +76,44 @@ def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
 
 
 def weights_call(logp: Tensor, rollout: Tensor, mask: Tensor, clip: tuple[float, float] | None, label: str,
-                 requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None) -> Call:
-    kwargs = {"logp": logp, "rollout_logp": rollout, "mask": mask, **_widths(clip)}
+                 requires_grad: tuple[str, ...] = (), hidden: bool = False, group: str | None = None,
+                 omit_widths: bool = False) -> Call:
+    kwargs = {"logp": logp, "rollout_logp": rollout, "mask": mask, **_widths(clip, omit_widths)}
     return Call(WEIGHTS, kwargs, f"{WEIGHTS}: {label}", requires_grad=requires_grad, hidden=hidden, group=group)
 
 
 def loss_call(logp: Tensor, rollout: Tensor, adv: Tensor, mask: Tensor, clip: tuple[float, float] | None,
               label: str, requires_grad: tuple[str, ...] = ("logp",), hidden: bool = False,
-              group: str | None = None) -> Call:
-    kwargs = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask, **_widths(clip)}
+              group: str | None = None, omit_widths: bool = False) -> Call:
+    kwargs = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask, **_widths(clip, omit_widths)}
     return Call(LOSS, kwargs, f"{LOSS}: {label}", requires_grad=requires_grad, backward=bool(requires_grad),
                 hidden=hidden, group=group)
 
 
+# The aspects a loss call is judged on in a check whose clause is about which tokens count: its gradient,
+# -m w A / max(1, sum m), shows every weight and the denominator; the loss's value is the masked_loss clause's.
+GRADIENT_ASPECTS: tuple[Any, ...] = ("type", "shape", "dtype", "backward", "grads")
+
+
+def by_gradient(calls: list[Call]) -> list[Call]:
+    """The calls with every loss call judged on its gradient, never on its value."""
+    return [replace(c, compare=GRADIENT_ASPECTS) if c.function == LOSS else c for c in calls]
+
+
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
-                 pad_value: float | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """logp, rollout_logp, bool mask, advantages, with at least one kept and one rejected valid token."""
+                 shortest: int = 1, ragged: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """logp, rollout_logp, bool mask, advantages, with at least one kept and one rejected valid token; every
+    response keeps at least `shortest` valid tokens (`cols` of them: no padding at all). Responses share one
+    length unless `ragged` (a token mean and a mean of per-response means then agree: that difference is the
+    token_mean clause's business). The padding is finite
+    and its ratio lies outside every interval a case uses, so a weight left unmasked there is 0 all the same:
+    zero weights on padding that an interval keeps are the padding family's business."""
     rows, cols = shape
     logp = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
     diff = torch.randn(shape, generator=g, dtype=F64) * spread
-    lengths = torch.randint(0, cols + 1, (rows,), generator=g)
+    lengths = torch.randint(0, cols + 1, (rows if ragged else 1,), generator=g).clamp(min=min(shortest, cols))
     lengths[0] = max(int(lengths[0]), min(cols, 2))
+    lengths = lengths.expand(rows) if not ragged else lengths
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
     if int(mask.sum()) < 2:  # L = 1: make a second row valid
         mask[-1, 0] = True
@@ -95,8 +123,8 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     # one certainly kept (ratio 1.02 lies inside every interval of RANDOM_WIDTHS), one certainly rejected
     diff[i0, t0], diff[i1, t1] = 0.02, 0.9
     rollout = logp - diff
-    if pad_value is not None:
-        logp = torch.where(mask, logp, torch.full_like(logp, pad_value))
+    outside = PAD_OUTSIDE * (1 - 2 * ((torch.arange(rows)[:, None] + torch.arange(cols)[None, :]) % 2))  # [B, L]
+    logp = torch.where(mask, logp, rollout + outside)
     adv = torch.randn(rows, generator=g, dtype=F64)
     adv[i0] = adv[i0] + (1.0 if adv[i0] >= 0 else -1.0)  # the kept token's advantage is far from zero
     return logp.to(dtype), rollout.to(dtype), mask, adv.to(dtype)
@@ -113,24 +141,65 @@ def _pad_non_finite(x: Tensor, mask: Tensor, g: torch.Generator) -> Tensor:
 
 
 RANDOM_SHAPES = [(3, 7), (5, 5), (1, 9), (6, 1), (2, 2), (8, 33), (16, 64), (64, 256)]
-RANDOM_WIDTHS: list[tuple[float, float] | None] = [None, (0.2, 0.2), (0.1, 0.3), (0.35, 0.05), (0.05, 0.5)]
+# Given and equal: omitted and unequal widths are the default_widths and separate_widths clauses' business.
+RANDOM_WIDTHS: list[tuple[float, float] | None] = [(0.2, 0.2), (0.1, 0.1), (0.3, 0.3), (0.35, 0.35), (0.05, 0.05)]
+
+# The oracle's random batches come in families, each moving one convention over a neutral background (bool mask,
+# no response without a valid token, finite padding whose ratio lies outside the interval), so one convention
+# misread costs its own family, never the whole tier.
+Family = str  # "core", "padding", "empty_rows" or "mask_dtypes"
 
 
-def _random_configs(g: torch.Generator):
+def _random_configs(g: torch.Generator, family: Family, full: bool = False):
+    """The batches of one family; `full` leaves no padding (the core weights: zero on padding is the padding
+    family's business)."""
     for index, shape in enumerate(RANDOM_SHAPES):
         for dtype in DTYPES:
-            kind = MASK_KINDS[(index + (dtype == F64)) % len(MASK_KINDS)]
+            kind = MASK_KINDS[(index + (dtype == F64)) % len(MASK_KINDS)] if family == "mask_dtypes" else "bool"
             clip = RANDOM_WIDTHS[(2 * index + (dtype == F64)) % len(RANDOM_WIDTHS)]
-            logp, rollout, mask, adv = random_batch(g, shape, dtype, pad_value=float(torch.randn(1, generator=g)))
-            yield logp, rollout, _mask_as(mask, kind), adv, clip, _describe(dtype, shape, kind, clip)
+            shortest = 0 if family == "empty_rows" else shape[1] if full else 1
+            logp, rollout, mask, adv = random_batch(g, shape, dtype, shortest=shortest)
+            if family == "padding":  # finite padding at any ratio, inside the interval too
+                pad = (torch.randn(shape, generator=g, dtype=F64) * 0.3).to(dtype)
+                logp = torch.where(mask, logp, rollout + pad)
+            if family == "empty_rows":  # one more response, with no valid token and a NaN advantage
+                at = _randint(g, 0, shape[0])
+                empty_rollout = rollout[:1]
+                logp = torch.cat([logp[:at], empty_rollout + PAD_OUTSIDE, logp[at:]])  # [B + 1, L]
+                rollout = torch.cat([rollout[:at], empty_rollout, rollout[at:]])
+                mask = torch.cat([mask[:at], torch.zeros_like(mask[:1]), mask[at:]])
+                adv = torch.cat([adv[:at], torch.full_like(adv[:1], math.nan), adv[at:]])
+            label = _describe(dtype, shape, kind, clip)
+            yield logp, rollout, _mask_as(mask, kind), adv, clip, f"{label}, {family.replace('_', ' ')}"
 
 
 def random_weights(g: torch.Generator) -> list[Call]:
-    return [weights_call(lp, rl, m, clip, label, hidden=True) for lp, rl, m, _, clip, label in _random_configs(g)]
+    return [weights_call(lp, rl, m, clip, label, hidden=True)
+            for lp, rl, m, _, clip, label in _random_configs(g, "core", full=True)]
 
 
 def random_loss(g: torch.Generator) -> list[Call]:
-    return [loss_call(lp, rl, a, m, clip, label, hidden=True) for lp, rl, m, a, clip, label in _random_configs(g)]
+    return [loss_call(lp, rl, a, m, clip, label, hidden=True)
+            for lp, rl, m, a, clip, label in _random_configs(g, "core")]
+
+
+def _family_calls(g: torch.Generator, family: Family) -> list[Call]:
+    calls = []
+    for lp, rl, m, a, clip, label in _random_configs(g, family):
+        calls += [weights_call(lp, rl, m, clip, label, hidden=True), loss_call(lp, rl, a, m, clip, label, hidden=True)]
+    return calls
+
+
+def random_padding(g: torch.Generator) -> list[Call]:
+    return _family_calls(g, "padding")
+
+
+def random_empty_rows(g: torch.Generator) -> list[Call]:
+    return _family_calls(g, "empty_rows")
+
+
+def random_mask_dtypes(g: torch.Generator) -> list[Call]:
+    return _family_calls(g, "mask_dtypes")
 
 
 # ---------------------------------------------------------------- T0 contracts
@@ -142,7 +211,8 @@ def _small(g: torch.Generator, dtype: torch.dtype, shape: tuple[int, int] = (3, 
 
 def contract_weights(g: torch.Generator) -> list[Call]:
     calls = []
-    for dtype, kind, shape in [(F32, "bool", (3, 5)), (F64, "float32", (4, 4)), (F32, "int64", (1, 6)),
+    # bool masks: another mask dtype is the mask_dtypes family's business
+    for dtype, kind, shape in [(F32, "bool", (3, 5)), (F64, "bool", (4, 4)), (F32, "bool", (1, 6)),
                                (F64, "bool", (7, 2))]:
         logp, rollout, mask, _ = _small(g, dtype, shape)
         calls.append(weights_call(logp, rollout, _mask_as(mask, kind), None, _describe(dtype, shape, kind, None)))
@@ -160,7 +230,7 @@ def contract_weights_grad(g: torch.Generator) -> list[Call]:
 
 def contract_loss(g: torch.Generator) -> list[Call]:
     calls = []
-    for dtype, kind in [(F32, "bool"), (F64, "float64"), (F32, "int32")]:
+    for dtype, kind in [(F32, "bool"), (F64, "bool"), (F32, "bool")]:
         logp, rollout, mask, adv = _small(g, dtype)
         calls.append(loss_call(logp, rollout, adv, _mask_as(mask, kind), None, _describe(dtype, (3, 5), kind, None)))
     return calls
@@ -175,7 +245,7 @@ def empty_mask(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for function, kind, padding in [(WEIGHTS, "bool", "NaN/inf"), (LOSS, "bool", "finite"),
-                                        (LOSS, "float32", "NaN/inf")]:
+                                        (LOSS, "bool", "NaN/inf")]:
             shape = (_randint(g, 2, 5), _randint(g, 2, 7))
             logp, rollout, _, adv = random_batch(g, shape, dtype)
             empty = torch.zeros(shape, dtype=torch.bool)
@@ -205,8 +275,8 @@ def mutation(g: torch.Generator) -> list[Call]:
         logp, rollout = _pad_non_finite(logp, mask, g), _pad_non_finite(rollout, mask, g)
         label = f"{_name(dtype)} {list(shape)} with NaN/inf padding"
         calls.append(weights_call(logp, rollout, mask, None, label))
-        calls.append(loss_call(logp, rollout, adv, mask.to(dtype), None, label + ", float mask", requires_grad=()))
-        calls.append(loss_call(logp.t().contiguous().t(), rollout, adv, mask, (0.1, 0.3),
+        calls.append(loss_call(logp, rollout, adv, mask, None, label, requires_grad=()))
+        calls.append(loss_call(logp.t().contiguous().t(), rollout, adv, mask, (0.3, 0.3),
                                label + ", column-major logp", requires_grad=()))
     return calls
 
@@ -254,7 +324,8 @@ def _exact_pair(d: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
     return logp[first], rollout[first]
 
 
-ENDPOINT_WIDTHS = [(0.2, 0.2), (0.1, 0.3), (0.25, 0.5)]
+# Equal widths: which width goes with which bound is the separate_widths clause's business.
+ENDPOINT_WIDTHS = [(0.2, 0.2), (0.3, 0.3), (0.25, 0.25)]
 
 
 def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, float],
@@ -287,7 +358,7 @@ def exact_endpoints(g: torch.Generator) -> list[Call]:
                      "1 - clip_low and 1 + clip_high, no padding")
             calls.append(weights_call(logp, rollout, mask, clip, label))
             calls.append(loss_call(logp, rollout, adv, mask, clip, label))
-    return calls
+    return by_gradient(calls)
 
 
 def endpoint_sweep(g: torch.Generator) -> list[Call]:
@@ -297,8 +368,13 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
             rows = []
             for bound in (1 - clip[0], 1 + clip[1]):
                 window = _ulp_neighbours(torch.log(torch.tensor(bound, dtype=dtype)), 64)  # [129]
+                # A ratio exactly on the bound is exact_endpoints' business, except where the bound's rounding to
+                # the dtype moves it inward: there a ratio widened to float64 is kept against the unrounded bound.
+                rounded = float(torch.tensor(bound, dtype=dtype))
+                inward = rounded > bound if bound < 1 else rounded < bound
+                window = window[(torch.exp(window) != rounded) | inward][:120]  # [120]
                 rows.append(window[torch.randperm(len(window), generator=g)])
-            logp = torch.stack(rows)  # [2, 129], each row in an order drawn from g
+            logp = torch.stack(rows)  # [2, 120], each row in an order drawn from g
             rollout = torch.zeros_like(logp)
             mask = torch.ones(logp.shape, dtype=torch.bool)
             label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g}: every float within 64 ulps of log(bound)"
@@ -307,14 +383,18 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
 
 
 def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator):
-    """[2, n]: each row holds the given ratios in its own random order; one random token of row 1 is padding."""
+    """[2, n]: each row holds the given ratios in its own random order; one random token of each row is padding,
+    so both responses have n - 1 valid tokens (a token mean and a mean of means agree)."""
     n = len(ratios)
     r = torch.tensor(ratios, dtype=F64)
     columns = torch.stack([r[torch.randperm(n, generator=g)] for _ in range(2)])  # [2, n]
     rollout = -(torch.rand(2, n, generator=g, dtype=F64) + 0.5)  # [2, n]
     logp = rollout + torch.log(columns)
     mask = torch.ones(2, n, dtype=torch.bool)
-    mask[1, _randint(g, 0, n - 1)] = False
+    for row in range(2):
+        padded = _randint(g, 0, n - 1)
+        mask[row, padded] = False
+        logp[row, padded] = rollout[row, padded] + PAD_OUTSIDE  # finite padding no interval keeps
     return logp.to(dtype), rollout.to(dtype), mask, _signed(g, 2).to(dtype)
 
 
@@ -328,7 +408,7 @@ def asymmetric_widths(g: torch.Generator) -> list[Call]:
             logp, rollout, mask, adv = _ratio_grid(GRID, dtype, g)
             label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g}, ratios {GRID}"
             calls += [weights_call(logp, rollout, mask, clip, label), loss_call(logp, rollout, adv, mask, clip, label)]
-    return calls
+    return by_gradient(calls)
 
 
 def default_widths(g: torch.Generator) -> list[Call]:
@@ -337,8 +417,9 @@ def default_widths(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         logp, rollout, mask, adv = _ratio_grid(ratios, dtype, g)
         label = f"{_name(dtype)}, clip_low and clip_high omitted, ratios {ratios}"
-        calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
-    return calls
+        calls += [weights_call(logp, rollout, mask, None, label, omit_widths=True),
+                  loss_call(logp, rollout, adv, mask, None, label, omit_widths=True)]
+    return by_gradient(calls)
 
 
 def padding_nan_inf(g: torch.Generator) -> list[Call]:
@@ -395,7 +476,7 @@ def extreme_ratios(g: torch.Generator) -> list[Call]:
         label = (f"{_name(dtype)} {list(logp.shape)}: log-ratios above {least:g} (exp overflows) and below "
                  f"-{least:g} (underflows), and logp = rollout_logp below -1000 (ratio 1)")
         calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
-    return calls
+    return by_gradient(calls)
 
 
 def gradient_detached(g: torch.Generator) -> list[Call]:
@@ -405,9 +486,14 @@ def gradient_detached(g: torch.Generator) -> list[Call]:
         label = f"{_name(dtype)} [5, 6], logp, rollout_logp and advantages all require grad"
         calls.append(loss_call(logp, rollout, adv, mask, None, label,
                                requires_grad=("logp", "rollout_logp", "advantages")))
+    return calls
+
+
+def both_signs_rejected(g: torch.Generator) -> list[Call]:
+    """Both sides of the interval under both signs of A: a rejection that depends on the sign (PPO-clip's
+    zero-gradient side only) keeps some out-of-interval tokens here, whatever the seed."""
+    calls = []
     for dtype in DTYPES:
-        # Both sides of the interval under both signs of A: a rejection that depends on the sign (PPO-clip's
-        # zero-gradient side only) keeps some out-of-interval tokens here, whatever the seed.
         logp, rollout, mask, adv = _ratio_grid(GRID, dtype, g)
         adv = adv.abs() * torch.tensor([1.0, -1.0], dtype=dtype)[torch.randperm(2, generator=g)]
         label = f"{_name(dtype)}, ratios {GRID}, one response with A > 0 and one with A < 0"
@@ -427,7 +513,7 @@ def denominator_counts_rejected(g: torch.Generator) -> list[Call]:
             rollout = torch.where(far, logp - 1.0, rollout)
             label = f"{_name(dtype)} [4, 10], about {share:.0%} of valid tokens rejected by the ratio test"
             calls.append(loss_call(logp, rollout, adv, mask, None, label))
-    return calls
+    return by_gradient(calls)
 
 
 def token_mean(g: torch.Generator) -> list[Call]:
@@ -442,7 +528,7 @@ def token_mean(g: torch.Generator) -> list[Call]:
         adv = _signed(g, 3, 0.5, 3.0).to(dtype)
         label = f"{_name(dtype)} [3, {cols}], responses of {', '.join(map(str, lengths.tolist()))} valid tokens"
         calls.append(loss_call(logp, rollout, adv, mask, None, label))
-    return calls
+    return by_gradient(calls)
 
 
 def mixed_mask_dtype(g: torch.Generator) -> list[Call]:
@@ -452,7 +538,7 @@ def mixed_mask_dtype(g: torch.Generator) -> list[Call]:
         label = f"float32 logp with a {kind} mask"
         m = _mask_as(mask, kind)
         calls += [weights_call(logp, rollout, m, None, label), loss_call(logp, rollout, adv, m, None, label)]
-    return calls
+    return by_gradient(calls)
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
@@ -466,8 +552,8 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
         calls += [weights_call(lp, rl, m, None, label), loss_call(lp, rl, a, m, None, label)]
         sliced = random_batch(g, (5, 16), dtype)
         lp2, rl2, m2 = (t[:, ::2] for t in sliced[:3])
-        calls.append(weights_call(lp2, rl2, m2, (0.1, 0.3), f"{_name(dtype)}: every second column of [5, 16]"))
-    return calls
+        calls.append(weights_call(lp2, rl2, m2, (0.3, 0.3), f"{_name(dtype)}: every second column of [5, 16]"))
+    return by_gradient(calls)
 
 
 Batch = tuple[Tensor, Tensor, Tensor, Tensor]  # logp, rollout_logp, mask, advantages
@@ -504,14 +590,22 @@ BAD_ADVANTAGES = [
 ]
 
 
-def value_errors(g: torch.Generator) -> list[Call]:
+ERROR_FAMILIES = ("shapes", "advantages", "widths")
+
+
+def _error_pairs(g: torch.Generator, family: str) -> list[tuple[str, str, Change]]:
+    """(function, label, change) of every call the family's clause says must raise."""
+    bad = [(label, change) for label, change in _bad_arguments(g) if label.startswith("clip_") == (family == "widths")]
+    if family == "advantages":
+        return [(LOSS, label, lambda b, bad=bad: {"advantages": bad(b)}) for label, bad in BAD_ADVANTAGES]
+    return [(f, label, change) for label, change in bad for f in (WEIGHTS, LOSS)]
+
+
+def _value_errors(g: torch.Generator, family: str) -> list[Call]:
     """Each call that must raise is grouped with a valid call of the same function, in an order drawn from g:
     raising on everything, or never, earns nothing."""
-    pairs: list[tuple[str, str, Change]] = [(f, label, change) for label, change in _bad_arguments(g)
-                                            for f in (WEIGHTS, LOSS)]
-    pairs += [(LOSS, label, lambda b, bad=bad: {"advantages": bad(b)}) for label, bad in BAD_ADVANTAGES]
     calls = []
-    for index, (function, label, change) in enumerate(pairs):
+    for index, (function, label, change) in enumerate(_error_pairs(g, family)):
         group = f"pair {index}"
         batch = random_batch(g, (_randint(g, 2, 4), _randint(g, 3, 6)), F32)
         logp, rollout, mask, adv = batch
@@ -519,13 +613,25 @@ def value_errors(g: torch.Generator) -> list[Call]:
         if function == LOSS:
             base["advantages"] = adv
         shape = f"batch [{logp.shape[0]}, {logp.shape[1]}]"
-        calls.append(Call(function, {**base, **change(batch)}, f"{function}: {label} ({shape}): must raise",
-                          group=group))
+        calls.append(Call(function, {**base, **_widths(None), **change(batch)},
+                          f"{function}: {label} ({shape}): must raise", group=group))
         clip = (round(_uniform(g, 0.05, 0.5), 3), round(_uniform(g, 0.05, 0.5), 3))
         calls.append(Call(function, {**base, **_widths(clip)},
                           f"{function}: valid {shape}, widths {clip[0]:g}/{clip[1]:g}: must not raise",
                           group=group).as_partner())
     return _shuffled(calls, g)
+
+
+def value_errors_shapes(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "shapes")
+
+
+def value_errors_advantages(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "advantages")
+
+
+def value_errors_widths(g: torch.Generator) -> list[Call]:
+    return _value_errors(g, "widths")
 
 
 def valid_edge_widths(g: torch.Generator) -> list[Call]:
@@ -536,7 +642,7 @@ def valid_edge_widths(g: torch.Generator) -> list[Call]:
             logp, rollout, mask, adv = _ratio_grid(ratios, dtype, g)
             label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g} (valid), ratios {ratios}"
             calls += [weights_call(logp, rollout, mask, clip, label), loss_call(logp, rollout, adv, mask, clip, label)]
-    return calls
+    return by_gradient(calls)
 
 
 def float64_precision(g: torch.Generator) -> list[Call]:
@@ -547,4 +653,4 @@ def float64_precision(g: torch.Generator) -> list[Call]:
         logp, rollout, mask, adv = random_batch(g, (4, 8), F64)
         calls.append(weights_call(logp, rollout, mask, None, f"float64 arithmetic, batch {index}"))
         calls.append(loss_call(logp, rollout, adv, mask, None, f"float64 arithmetic, batch {index}"))
-    return calls
+    return by_gradient(calls)

@@ -141,6 +141,10 @@ def ratio_sweep(rng: torch.Generator, masked_is_weights: Callable[..., Any],
         "sweep_weights": _as_series("sweep_weights", weights, n),
         "sweep_clamped": _as_series("sweep_clamped", ratio.clamp(1.0 - CLIP_LOW, 1.0 + CLIP_HIGH), n),
         "sweep_gradient": _as_series("sweep_gradient", gradient, n),
+        # What the rejection_window checks judge: every row but the two exactly on a bound, whose rejection is the
+        # strict_interval clause's (T2 exact_endpoints), so a kept endpoint is not charged twice.
+        "sweep_weights_off_bounds": _as_series("sweep_weights", weights, n)[~on_bound],
+        "sweep_gradient_off_bounds": _as_series("sweep_gradient", gradient, n)[~on_bound],
         "sweep_ppo_positive": _gaps_at(_ppo_clip_weight(logp, rollout_logp, 1.0), ratio).reshape(-1),
         "sweep_ppo_negative": _gaps_at(_ppo_clip_weight(logp, rollout_logp, -1.0), ratio).reshape(-1),
     }
