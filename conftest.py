@@ -100,12 +100,31 @@ def worker_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
 COLLECTED: list[pytest.Item] = []
 
 
+# Known defects of two problems whose charges are being retuned (ppo_clip_loss and glm5_offpolicy declare
+# `declared_scores = "reported"`): each test below fails for the reason given, and runs as a non-strict xfail so
+# that the rest of the suite gates every change. An entry is removed with the fix that makes its test pass.
+KNOWN_FAILURES_FILE = Path(__file__).resolve().parent / "tests" / "known_failures.txt"
+
+
+def known_failures() -> dict[str, str]:
+    """Test id -> why it fails today, from tests/known_failures.txt (`<node id>  # <reason>` per line)."""
+    found = {}
+    for line in KNOWN_FAILURES_FILE.read_text().splitlines() if KNOWN_FAILURES_FILE.is_file() else []:
+        node, _, reason = line.partition("  # ")
+        if node.strip() and not node.startswith("#"):
+            found[node.strip()] = reason.strip()
+    return found
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     COLLECTED[:] = items
+    quarantined = known_failures()
     for item, group in worker_groups(items).items():
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
         item.add_marker(pytest.mark.xdist_group(group))
+        if item.nodeid in quarantined:
+            item.add_marker(pytest.mark.xfail(strict=False, reason=quarantined[item.nodeid]))
 
 
 def pytest_configure(config: pytest.Config) -> None:

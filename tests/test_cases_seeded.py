@@ -127,6 +127,8 @@ def test_which_calls_must_raise_changes_with_the_seed(problem_id: str) -> None:
                 ]
             )
         public, graded = patterns
+        if not any(public) and not any(graded):
+            continue  # valid edge calls only: `raises` there proves they answer, and there is no pattern to hide
         assert any(public) and not all(public), f"{check.id}: must hold calls that raise and calls that do not"
         assert public != graded, f"{check.id}: the calls that must raise sit at the same positions under both seeds"
 

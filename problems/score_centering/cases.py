@@ -1004,7 +1004,8 @@ def errors_mode(g: torch.Generator) -> list[Call]:
     """A mode that is not exactly "none", "tis" or "mis"."""
     bad = _Bad(g)
     return _must_raise(g, bad, [("mode 'MIS'", {"mode": "MIS"}), ("mode 'clip'", {"mode": "clip"}),
-                                ("mode 'tis '", {"mode": "tis "})])
+                                ("mode 'tis '", {"mode": "tis "}), ("mode ''", {"mode": ""}),
+                                ("mode 'Tis'", {"mode": "Tis"})])
 
 
 def errors_bounds(g: torch.Generator) -> list[Call]:
