@@ -641,13 +641,18 @@ class PlotJob:
 
 
 def draw(
-    plots: list[PlotSpec], series: Mapping[str, torch.Tensor], out_dir: Path, note: str = "", reference: bool = False
+    plots: list[PlotSpec],
+    series: Mapping[str, torch.Tensor],
+    out_dir: Path,
+    note: str = "",
+    reference: bool = False,
+    timeout_s: float = PLOT_TIMEOUT_S,
 ) -> list[str]:
     """Draw `series` and wait: every plot whose series are present and aligned; return the file names written.
 
     Specs label the learner's curves "your ..."; a `reference` preview labels the same curves "reference ...".
     """
-    job = PlotJob(plots, out_dir, note, as_reference=reference)
+    job = PlotJob(plots, out_dir, note, as_reference=reference, timeout_s=timeout_s)
     job.submit(series)
     return job.result()
 

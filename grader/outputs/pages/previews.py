@@ -23,6 +23,8 @@ class PreviewSource:
     series: Callable[[], dict[str, torch.Tensor]]
 
 
+# The reference's own series, drawn on the trusted side: a loaded machine may take longer than a learner's job is given.
+PREVIEW_TIMEOUT_S = 90.0
 _lock = threading.Lock()
 _drawn: dict[tuple[str, str], dict[str, bytes]] = {}
 
@@ -41,12 +43,18 @@ def reference_previews(problem: Problem, source: PreviewSource) -> dict[str, byt
 
 
 def _drawn_previews(problem: Problem, reference_series: Callable[[], dict[str, torch.Tensor]]) -> dict[str, bytes]:
-    """Draw once per process (grade-all asks from many threads) into memory; the artifacts stay untouched."""
+    """Draw once per process (grade-all asks from many threads) into memory; the artifacts stay untouched. A drawing
+    that stopped short (out of time) is not kept, so a later grade draws again instead of missing previews for good."""
     key = (str(problem.root), problem.id)
     with _lock:
-        if key not in _drawn:
-            series = reference_series()
-            with tempfile.TemporaryDirectory(prefix="paperleet-previews-") as tmp:
-                written = draw(problem.spec.plots, series, Path(tmp), note="reference preview", reference=True)
-                _drawn[key] = {file: (Path(tmp) / file).read_bytes() for file in written}
-        return _drawn[key]
+        if key in _drawn:
+            return _drawn[key]
+        series = reference_series()
+        with tempfile.TemporaryDirectory(prefix="paperleet-previews-") as tmp:
+            written = draw(
+                problem.spec.plots, series, Path(tmp), note="reference preview", reference=True, timeout_s=PREVIEW_TIMEOUT_S
+            )
+            drawn = {file: (Path(tmp) / file).read_bytes() for file in written}
+        if len(drawn) == len(problem.spec.plots):
+            _drawn[key] = drawn
+        return drawn
