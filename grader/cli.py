@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 import time
@@ -31,6 +32,9 @@ MEANINGS = {
 EPILOG = "exit codes:\n" + "\n".join(f"  {code.value} {code.name.lower()}: {MEANINGS[code]}" for code in ExitCode)
 # what to run instead when this interpreter lacks a package the grader needs
 SETUP_HINT = "run the grader with the project's environment, `.venv/bin/python -m grader ...` (`make setup` creates it)"
+# pyproject.toml's dependencies, by import name (a test keeps the two equal): looked for before the parser is built,
+# since building it already imports pydantic
+REQUIRED_PACKAGES = ("torch", "pydantic", "rich", "matplotlib", "coverage")
 
 
 class Parser(argparse.ArgumentParser):
@@ -305,7 +309,19 @@ def early_launch(args: argparse.Namespace) -> Early:
         return launched, None  # the plots' own start says why, later
 
 
+def missing_package() -> str | None:
+    """The first package the grader needs that this interpreter lacks, found without importing any of them."""
+    return next((name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None), None)
+
+
+def _setup_hint(missing: str | None) -> int:
+    print(f"paperleet: this Python ({sys.executable}) has no module {missing!r}; {SETUP_HINT}", file=sys.stderr)
+    return int(ExitCode.USAGE)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if (missing := missing_package()) is not None:
+        return _setup_hint(missing)
     args = build_parser().parse_args(argv)
     args.started = STARTED if argv is None else time.monotonic()
     try:
@@ -313,8 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] in ("grader", ""):
             raise
-        print(f"paperleet: this Python ({sys.executable}) has no module {exc.name!r}; {SETUP_HINT}", file=sys.stderr)
-        return int(ExitCode.USAGE)
+        return _setup_hint(exc.name)  # a package one of the required ones needs in turn
 
 
 def _run(args: argparse.Namespace) -> int:

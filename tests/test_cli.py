@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import PROBLEM, ROOT, SAMPLES, SMALL_LIMITS, SYNTAX_ERROR, SYNTAX_ERROR_LINE, Batch, checks_of
 
-from grader.cli import main
+from grader.cli import REQUIRED_PACKAGES, main
 from grader.commands import submission_files
 from grader.engine import exit_code
 from grader.model.problem import Problem
@@ -276,6 +277,12 @@ def test_a_python_without_the_grader_packages_gets_a_one_line_hint(tmp_path: Pat
     assert done.returncode == ExitCode.USAGE, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert ".venv/bin/python -m grader" in done.stderr and "make setup" in done.stderr
+
+
+def test_the_packages_looked_for_first_are_the_projects_dependencies() -> None:
+    """The hint comes before any import, from a list of packages: that list is pyproject.toml's, no shorter."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert set(REQUIRED_PACKAGES) == {re.split(r"[<>=!~\[ ;]", line, maxsplit=1)[0] for line in declared}
 
 
 # ---------------------------------------------------------------------------------------------- exit codes for CI
