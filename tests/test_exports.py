@@ -265,6 +265,25 @@ def test_junit_groups_checks_by_tier_like_report(exports: Exports) -> None:
     assert int(root.get("tests", -1)) == len(report.checks())
 
 
+def test_junit_names_a_misreading_in_the_checks_it_explains_and_counts_no_test_for_it(exports: Exports) -> None:
+    """A diagnosis is no test: it is read in the failing checks' own text (which CI readers show), never a suite."""
+    diagnosis = learner_view(exports.report)["diagnosis"]
+    assert diagnosis, "the graded file is diagnosed: the test would prove nothing"
+    for text in (exports.junit, class_junit_xml([exports.report])):
+        root = ET.fromstring(text)
+        assert int(root.get("tests", -1)) == len(list(root.iter("testcase"))) == len(exports.report.checks())
+        assert all(
+            len(suite.findall("testcase")) == int(suite.get("tests", -1)) > 0 for suite in root.iter("testsuite")
+        )
+        details = {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+        for finding in diagnosis:
+            touched = [c for c in (*finding["checks"], *finding["owners"]) if details.get(c) is not None]
+            assert touched, finding["id"]
+            for check in touched:
+                assert f"Likely misreading ({finding['id']}" in (details[check].text or "")  # type: ignore[union-attr]
+                assert finding["explanation"] in (details[check].text or "")  # type: ignore[union-attr]
+
+
 def test_junit_maps_every_verdict(exports: Exports) -> None:
     report = exports.report.model_copy(deep=True)
     verdicts = [Verdict.ERROR, Verdict.TIMEOUT, Verdict.CRASHED, Verdict.SKIPPED, Verdict.JUDGE_ERROR]

@@ -88,13 +88,25 @@ def _summary(view: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _diagnosis_line(finding: dict[str, Any]) -> str:
+    return (
+        f"Likely misreading ({finding['id']}, charged in {', '.join(finding['owners'])}): {finding['explanation']}"
+        + (f" A library's convention: {finding['convention']}" if finding.get("convention") else "")
+    )
+
+
 def _diagnosis_lines(view: dict[str, Any]) -> list[str]:
     """The likeliest misreadings, first: what a learner should read before the list of symptoms."""
-    return [
-        f"Likely misreading ({d['id']}, charged in {', '.join(d['owners'])}): {d['explanation']}"
-        + (f" A library's convention: {d['convention']}" if d.get("convention") else "")
-        for d in view.get("diagnosis", [])
-    ]
+    return [_diagnosis_line(d) for d in view.get("diagnosis", [])]
+
+
+def _diagnosis_by_check(view: dict[str, Any]) -> dict[str, list[str]]:
+    """Each misreading's line under every check it explains or is charged in, as the learner view names them."""
+    lines: dict[str, list[str]] = {}
+    for finding in view.get("diagnosis", []):
+        for check in dict.fromkeys([*finding["checks"], *finding["owners"]]):
+            lines.setdefault(check, []).append(_diagnosis_line(finding))
+    return lines
 
 
 def gradescope_refusal(checks: list[CheckSpec]) -> str | None:
@@ -169,7 +181,9 @@ def _timed(durations: list[float | None]) -> dict[str, str]:
     return {"time": _seconds(sum(d for d in durations if d is not None))}
 
 
-def _testcase(suite: ET.Element, classname: str, check: dict[str, Any], status: str) -> None:
+def _testcase(suite: ET.Element, classname: str, check: dict[str, Any], status: str, diagnosis: list[str]) -> None:
+    """One check as a testcase; when it did not pass, the misreadings that explain it close its failure's text,
+    where JUnit readers show them without counting them as tests."""
     case = ET.SubElement(suite, "testcase", name=check["id"], classname=classname)
     case.attrib.update(_timed([check["duration_s"]]))
     element = JUNIT_ELEMENT.get(Verdict(check["verdict"]))
@@ -179,7 +193,8 @@ def _testcase(suite: ET.Element, classname: str, check: dict[str, Any], status: 
     # a check that never ran is typed by why: the import failure or the exhausted budget of the whole submission
     kind = status if check["verdict"] == Verdict.SKIPPED and status != "graded" else check["verdict"]
     detail = ET.SubElement(case, element, message=message.splitlines()[0] if message else kind, type=kind)
-    detail.text = f"{message}\n{_points(check['score'])}/{_points(check['max_score'])} points ({check['title']})"
+    points = f"{_points(check['score'])}/{_points(check['max_score'])} points ({check['title']})"
+    detail.text = "\n".join([message, points, *(_xml_text(line) for line in diagnosis)])
 
 
 def _suite(
@@ -216,11 +231,10 @@ def _document(name: str, suites: list[ET.Element], root: ET.Element, duration_s:
 
 def junit_xml(report: Report) -> str:
     """JUnit XML of one grade: one testsuite per tier, one testcase per check; failures carry the learner's
-    message. The diagnosis comes first, as properties of the document's first suite."""
+    message, then the misreadings diagnosed in that check."""
     view = learner_view(report)
+    diagnosis = _diagnosis_by_check(view)
     root = ET.Element("testsuites")
-    if view["diagnosis"]:
-        _suite(root, "diagnosis", [], {f"misreading.{d['id']}": d["explanation"] for d in view["diagnosis"]}, {})
     suites = []
     for tier in view["tiers"]:
         suite = _suite(
@@ -231,7 +245,7 @@ def junit_xml(report: Report) -> str:
             _timed([c["duration_s"] for c in tier["checks"]]),
         )
         for check in tier["checks"]:
-            _testcase(suite, f"{view['problem']}.{tier['tier']}", check, view["status"])
+            _testcase(suite, f"{view['problem']}.{tier['tier']}", check, view["status"], diagnosis.get(check["id"], []))
         suites.append(suite)
     return _document(f"{view['problem']} {view['submission']}", suites, root, view["duration_s"])
 
@@ -249,9 +263,12 @@ def class_junit_xml(reports: list[Report]) -> str:
             {"score": _points(view["score"]), "max_score": _points(view["max_score"]), "status": view["status"]},
             {"time": _seconds(view["duration_s"])},
         )
+        diagnosis = _diagnosis_by_check(view)
         for tier in view["tiers"]:
             for check in tier["checks"]:
-                _testcase(suite, f"{view['problem']}.{tier['tier']}", check, view["status"])
+                _testcase(
+                    suite, f"{view['problem']}.{tier['tier']}", check, view["status"], diagnosis.get(check["id"], [])
+                )
         suites.append(suite)
     problem = reports[0].problem if reports else ""
     return _document(problem, suites, root, sum(learner_seconds(r.duration_s) for r in reports))
