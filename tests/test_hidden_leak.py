@@ -3,6 +3,7 @@ output carries a value of the reference's T3 series at a grading seed."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import re
@@ -247,6 +248,25 @@ def test_learner_plots_are_drawn_from_a_public_seed_run_and_carry_nothing_of_the
 # ---------------------------------------------------------------- durations
 
 
+def _spelled_sleep_s(problem: Problem, seed: int) -> dict[str, float]:
+    """By check, how long leak_durations.py sleeps in it at `seed`: its step per digit spelled, per hidden call."""
+    (step_s,) = [
+        ast.literal_eval(node.value)
+        for node in ast.parse(DURATIONS.read_text()).body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["STEP_S"]
+    ]
+    expect = Expectations(problem, seed)
+    slept: dict[str, float] = {}
+    for check in problem.spec.checks:
+        for call in expect.cases(check.cases) if check.cases else []:
+            logp = call.kwargs.get("logp")
+            if isinstance(logp, torch.Tensor) and tuple(logp.shape) == (16, 64) and logp.dtype == torch.float64:
+                assert call.hidden, "only hidden cases are spelled"
+                digit = int(abs(float(logp.reshape(-1)[0])) * 10) % 10
+                slept[check.id] = slept.get(check.id, 0.0) + step_s * digit
+    return slept
+
+
 def test_no_learner_output_times_a_check_with_hidden_cases(run_cli, tmp_path: Path) -> None:
     """leak_durations.py sleeps on one hidden case per check for a time that spells a digit of its inputs."""
     out, gradescope, junit = tmp_path / "out", tmp_path / "results.json", tmp_path / "junit.xml"
@@ -257,9 +277,12 @@ def test_no_learner_output_times_a_check_with_hidden_cases(run_cli, tmp_path: Pa
     report = json.loads((out / "report.json").read_text())
     checks = {c["id"]: c for tier in report["tiers"] for c in tier["checks"]}
     hidden = {c for c in checks if c.startswith("oracle_")}
-    # the attack did work: instructors see the sleep (0.15 s per step; the hidden [16, 64] float64 case of
-    # oracle_weights has |logp[0, 0]| = 1.7..., so seven steps) in the check's time
-    assert checks["oracle_weights"]["duration_s"] >= 7 * 0.15
+    # the attack did work: instructors see each sleep in its check's time. A sleep is a lower bound whatever the
+    # machine's load, so the bound is the sleeps the graded seed's cases ask for, not a margin measured somewhere
+    slept = _spelled_sleep_s(Problem(PROBLEM), report["seed"])
+    assert slept.keys() <= hidden and max(slept.values()) >= 1.0, "some check must sleep long enough to be seen"
+    rounding_s = 1e-4  # a check's duration_s is rounded to 4 decimals
+    assert {c: checks[c]["duration_s"] for c in slept if checks[c]["duration_s"] < slept[c] - rounding_s} == {}
     assert not any(checks[c]["duration_public"] for c in hidden)
     assert checks["weights_contract"]["duration_public"], "a check that ran before any hidden case keeps its time"
 
@@ -338,10 +361,13 @@ def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high
         {then}
     return torch.zeros((), dtype=logp.dtype)
 """
+# Signals whose numbers no learner-facing duration can equal (those are whole multiples of LEARNER_SECONDS), so a
+# number found in what a learner reads is the learner's choice, however long the grade took on a loaded machine.
+SIGNALS = (signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF)
 ENDINGS = {
     "exit": ("number", "os._exit(number)"),
     "signal": (
-        "[signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM][number % 4]",
+        f"[{', '.join(f'signal.{s.name}' for s in SIGNALS)}][number % {len(SIGNALS)}]",
         "os.kill(os.getpid(), chosen)",
     ),
     "raise": ("number", "raise ValueError(f'{chosen} {chosen}')"),
@@ -353,6 +379,7 @@ VERDICT = {"exit": Verdict.CRASHED, "signal": Verdict.CRASHED, "raise": Verdict.
 @pytest.mark.e2e
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
 def test_a_death_or_hang_after_a_hidden_case_quotes_nothing_the_learner_chose(tmp_path: Path, ending: str) -> None:
+    assert all(int(s) % LEARNER_SECONDS for s in SIGNALS)
     act, then = ENDINGS[ending]
     submission = tmp_path / "chooser.py"
     submission.write_text(CHOOSER.format(act=act, then=then))
