@@ -374,14 +374,25 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
     return calls
 
 
-def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-    """[2, n]: each row holds the given ratios in an order of its own, every token valid (padding is the padding
+def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator, rows: int = 2,
+                ) -> tuple[Tensor, Tensor, Tensor]:
+    """[rows, n]: each row holds the given ratios in an order of its own, every token valid (padding is the padding
     check's business), with random rollout log-probabilities."""
     n = len(ratios)
     r = torch.tensor(ratios, dtype=F64)
-    log_ratio = torch.log(torch.stack([r[torch.randperm(n, generator=g)] for _ in range(2)]))  # [2, n]
-    rollout = -(torch.rand(2, n, generator=g, dtype=F64) + 0.5)  # [2, n]
-    return (rollout + log_ratio).to(dtype), rollout.to(dtype), torch.ones(2, n, dtype=torch.bool)
+    log_ratio = torch.log(torch.stack([r[torch.randperm(n, generator=g)] for _ in range(rows)]))  # [rows, n]
+    rollout = -(torch.rand(rows, n, generator=g, dtype=F64) + 0.5)  # [rows, n]
+    return (rollout + log_ratio).to(dtype), rollout.to(dtype), torch.ones(rows, n, dtype=torch.bool)
+
+
+# A partner call is judged on answering only, so any answer of its shape passes, and a public call of another shape
+# answers none. So the shapes of the calls a partner stands beside are drawn once per generator, from ranges wide
+# enough that a graded seed's shape is almost never the public seed's: each error family's batches have rows of
+# their own and a width drawn from ERROR_COLUMNS (no other case is as wide with so few rows), and the edge-bound
+# grids keep their seven ratios per row over a number of rows drawn from EDGE_ROWS.
+ERROR_ROWS = {"shape": 3, "bound": 2, "mode": 4}
+ERROR_COLUMNS = (9, 108)
+EDGE_ROWS = (3, 60)
 
 
 DEFAULT_GRID = [0.3, 0.45, 0.55, 0.9, 1.0, 1.5, 1.9, 2.1, 3.0, 6.0]
@@ -569,7 +580,8 @@ BOUND_ERRORS: list[tuple[str, Bounds]] = [
 
 def shape_errors(g: torch.Generator) -> list[Call]:
     """Mismatched or broadcastable shapes must raise."""
-    return _must_raise(g, [(mode, label, change) for mode in MODES for label, change in SHAPE_ERRORS])
+    bad = [(mode, label, change) for mode in MODES for label, change in SHAPE_ERRORS]
+    return _must_raise(g, ERROR_ROWS["shape"], bad)
 
 
 def bound_errors(g: torch.Generator) -> list[Call]:
@@ -578,23 +590,24 @@ def bound_errors(g: torch.Generator) -> list[Call]:
         (mode, label, lambda b, bounds=bounds: dict(bounds)) for mode in MODES for label, bounds in BOUND_ERRORS
     ]
     bad.append((ICEPOP, "high = 0.3 < default low 0.5", lambda b: {"high": 0.3}))
-    return _must_raise(g, bad)
+    return _must_raise(g, ERROR_ROWS["bound"], bad)
 
 
 def mode_errors(g: torch.Generator) -> list[Call]:
     """A mode other than exactly "tis" or "icepop" must raise."""
     modes = ("mis", "TIS", "IcePop", "", "tis ", "ICEPOP")
-    return _must_raise(g, [(mode, f"unknown mode {mode!r}", lambda b: {}) for mode in modes])
+    return _must_raise(g, ERROR_ROWS["mode"], [(mode, f"unknown mode {mode!r}", lambda b: {}) for mode in modes])
 
 
-def _must_raise(g: torch.Generator, bad: list[tuple[str, str, Change]]) -> list[Call]:
+def _must_raise(g: torch.Generator, rows: int, bad: list[tuple[str, str, Change]]) -> list[Call]:
     """Each call that must raise is grouped with a valid call in the same mode, in an order drawn from g:
-    raising on everything, or never, earns nothing."""
+    raising on everything, or never, earns nothing. Every batch is [rows, a width drawn once]."""
     calls = []
+    columns = _randint(g, *ERROR_COLUMNS)
     for index, (mode, label, change) in enumerate(bad):
         group = f"pair {index}"
         valid_mode = mode if mode in MODES else MODES[index % 2]
-        inputs = random_batch(g, (_randint(g, 3, 5), _randint(g, 4, 8)), F32, valid_mode, {}, pad_value=NEUTRAL_PAD)
+        inputs = random_batch(g, (rows, columns), F32, valid_mode, {}, pad_value=NEUTRAL_PAD)
         base = {"train_logp": inputs[0], "rollout_logp": inputs[1], "mask": inputs[2]}
         shape = f"batch {list(inputs[0].shape)}"
         prefix = f"{mode}: " if mode in MODES else ""
@@ -618,10 +631,11 @@ def valid_edge_bounds(g: torch.Generator) -> list[Call]:
     whatever the inputs: each of those calls counts together with a call two bounds further, whose answer
     depends on them."""
     calls = []
+    rows = _randint(g, *EDGE_ROWS)
     for mode in MODES:
         for dtype in DTYPES:
             for index, bounds in enumerate(EDGE_BOUNDS):
-                train, rollout, mask = _ratio_grid(EDGE_GRID, dtype, g)
+                train, rollout, mask = _ratio_grid(EDGE_GRID, dtype, g, rows)
                 label = f"{_name(dtype)}, {_bounds_text(bounds)} (valid), ratios {EDGE_GRID}"
                 group = f"{mode} {_name(dtype)} pair {index % 2}" if index < 4 else None
                 made = call(train, rollout, mask, mode, bounds, label, group=group)

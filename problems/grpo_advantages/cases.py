@@ -398,11 +398,12 @@ EPS_ERRORS: list[tuple[str, Change]] = [
 ]
 
 
-# A partner call is judged on answering only, so any answer of its length passes: a family's calls hold one prime
-# number of groups, drawn once per generator from the family's own third of these. N = G * p with G at most 4 is
-# then a multiple of no other such prime, so a graded seed's lengths are none of the public seed's (unless both drew
-# the same prime for the family) nor of any other case, and no public call answers with the right length.
-GROUP_COUNTS = [n for n in range(101, 1000) if all(n % d for d in range(2, 32))]
+# A partner call is judged on answering only, so any answer of its length passes, and a public call of another
+# length answers none. Each call of a family holds a prime number p of groups, drawn from the family's own third of
+# these: N = G * p with G at most 4 is a multiple of no other such prime, so no other family's call and no other
+# case has its length, and the whole family is answered from the pack only if every graded partner drew a (G, p)
+# some public call of the same family drew.
+GROUP_COUNTS = [n for n in range(37, 250) if all(n % d for d in range(2, 16))]
 FAMILIES = ("bad rewards", "bad group_size", "bad eps")
 
 
@@ -412,10 +413,9 @@ def _value_errors(g: torch.Generator, family: str, changes: list[tuple[str, Chan
     the family's clause."""
     calls = []
     primes = GROUP_COUNTS[FAMILIES.index(family) :: len(FAMILIES)]
-    groups = primes[_randint(g, 0, len(primes) - 1)]
     for label, change in changes:
         group_size = _randint(g, 2, 4)
-        rewards = random_rewards(g, group_size, groups, F32)
+        rewards = random_rewards(g, group_size, primes[_randint(g, 0, len(primes) - 1)], F32)
         kwargs = {"rewards": rewards, "group_size": group_size, **change(rewards, group_size, g)}
         calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label} (N={len(rewards)}): must raise", group=family))
         eps = (0.0, 1e-6, 1e-3)[_randint(g, 0, 2)]
