@@ -197,6 +197,12 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     mutate.add_argument("--out", type=Path, help="default artifacts/mutation/")
     mutate.add_argument("--time-limit", type=float, default=None, metavar="S", help="wall time per mutant")
     mutate.add_argument("--only", action="append", metavar="NAME", help="only this mutant (repeatable)")
+    mutate.add_argument(
+        "--record",
+        type=Path,
+        metavar="JSON",
+        help="write the survivors into this record (tests/mutation_survivors.json)",
+    )
 
     clauses = commands.add_parser(
         "clauses", help="print each problem's clauses, their kinds, owner checks and weights", epilog=EPILOG

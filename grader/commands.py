@@ -229,8 +229,18 @@ def cmd_mutate(args: argparse.Namespace) -> ExitCode:
     """Mutation analysis of one problem (`course/mutation.py`), written to artifacts/mutation/ID.json."""
     import os
 
-    from grader.course.mutation import TIME_LIMIT_S, ReferenceNotFull, analyse, summary_lines, write_analysis
+    from grader.course.mutation import (
+        TIME_LIMIT_S,
+        ReferenceNotFull,
+        analyse,
+        record_survivors,
+        summary_lines,
+        write_analysis,
+    )
 
+    if args.record is not None and args.only:
+        print("--record needs every mutant: leave out --only", file=sys.stderr)
+        return ExitCode.USAGE
     problem = Problem(args.problem)
     try:
         analysis = analyse(
@@ -244,6 +254,8 @@ def cmd_mutate(args: argparse.Namespace) -> ExitCode:
         print(exc, file=sys.stderr)
         return ExitCode.JUDGE_ERROR
     path = write_analysis(analysis, args.out or artifacts_dir() / "mutation")
+    if args.record is not None:
+        record_survivors(analysis, args.record)
     print("\n".join(summary_lines(analysis)))
     print(f"wrote {path}")
     return ExitCode.OK

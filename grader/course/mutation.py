@@ -5,7 +5,8 @@ then names a misreading (its report would carry a diagnosis), *undiagnosed* when
 stops answering within the time limit, or runs out of memory, is *killed by the limit*. A mutant at full marks
 *survives*; a survivor is *likely equivalent* when it answers as the reference does, within a few units in the last
 place, on every case of every check and on a dense probe: the cases of every other seed and each case with its
-float inputs jittered. Otherwise its survival is a case the problem lacks, or a difference its checks accept.
+float inputs jittered, or its masks and ids mostly zeroed. Otherwise its survival is a case the problem lacks, or a
+difference its checks accept.
 
 Mutants are derived from the hidden reference: they run in the judge's own (forked) process as trusted code, the
 way the judge runs the reference and the known-wrong solutions, and what this module writes stays in artifacts/.
@@ -49,6 +50,7 @@ TIME_LIMIT_S = 120.0  # one mutant's grading and probe; the reference's takes se
 MEMORY_HEADROOM_MB = 4096  # address space a mutant may add to the judge's own
 JITTERED_COPIES = 2  # jittered copies of each case in the probe
 JITTER = 0.05  # relative scale of the jitter
+THINNED_KEPT = 0.15  # share of a thinned case's mask and id entries left as they are
 
 
 class InProcessSupervisor(WorkerSupervisor):
@@ -207,9 +209,21 @@ def _jittered(call: Call, generator: torch.Generator) -> Call:
     return Call(call.function, kwargs, call.label, call.requires_grad, call.backward)
 
 
+def _thinned(call: Call, generator: torch.Generator) -> Call:
+    """`call` with most entries of its bool and integer tensors (masks, ids) set to False or 0: sparse masks, rows
+    and batches with one valid entry or none, which drawn cases seldom hold."""
+    kwargs = {}
+    for name, value in call.kwargs.items():
+        if type(value) is torch.Tensor and not value.is_floating_point() and not value.is_complex() and value.numel():
+            kept = torch.rand(value.shape, generator=generator) < THINNED_KEPT
+            value = torch.where(kept, value, torch.zeros((), dtype=value.dtype))
+        kwargs[name] = value
+    return Call(call.function, kwargs, call.label, call.requires_grad, call.backward)
+
+
 def build_probe(problem: Problem, expectations: Expectations) -> Probe:
-    """The graded seed's cases, those of every other seed (public and hidden), and jittered copies of the graded
-    seed's cases, with the reference's observations."""
+    """The graded seed's cases, those of every other seed (public and hidden), and of each graded case jittered
+    copies and a thinned one, with the reference's observations."""
     names = sorted({c.cases for c in problem.spec.checks if c.cases})
     labels: list[str] = []
     calls: list[Call] = []
@@ -224,10 +238,11 @@ def build_probe(problem: Problem, expectations: Expectations) -> Probe:
             calls += drawn
     generator = generator_for(expectations.seed, "mutation-probe")
     for name in names:
-        for copy in range(JITTERED_COPIES):
-            for index, call in enumerate(expectations.cases(name)):
-                labels.append(f"jittered {copy} {name}[{index}]")
-                calls.append(_jittered(call, generator))
+        for index, call in enumerate(expectations.cases(name)):
+            labels += [f"jittered {copy} {name}[{index}]" for copy in range(JITTERED_COPIES)]
+            calls += [_jittered(call, generator) for _ in range(JITTERED_COPIES)]
+            labels.append(f"thinned {name}[{index}]")
+            calls.append(_thinned(call, generator))
     with trusted_run():
         observations = [_observe(problem.reference, call) for call in calls]
     return Probe(labels, calls, observations)
@@ -471,3 +486,13 @@ def write_analysis(analysis: Analysis, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(analysis.to_data(), indent=1) + "\n")
     return path
+
+
+def record_survivors(analysis: Analysis, path: Path) -> None:
+    """Write `analysis`'s survivors into the record at `path` (one entry per problem, the others kept)."""
+    recorded = json.loads(path.read_text()) if path.is_file() else {}
+    recorded[analysis.problem] = {
+        "mutants": len(analysis.results),
+        "survivors": sorted(r.name for r in analysis.survivors),
+    }
+    write_atomic(path, json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
