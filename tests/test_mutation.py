@@ -14,19 +14,24 @@ import pytest
 import torch
 from conftest import PROBLEM, ROOT, problem_named
 
+from grader import cli
 from grader.course.mutants import OPERATORS, mutants, unmutated
 from grader.course.mutation import (
+    Analysis,
+    MutantResult,
     Probe,
     analyse,
     first_difference,
     functions_of,
     grade_functions,
+    record_survivors,
     run_forked,
     same_observation,
 )
 from grader.judge.cases import Call
 from grader.judge.expectations import Expectations
 from grader.model.problem import list_problems
+from grader.model.verdicts import ExitCode
 from grader.worker.protocol import observe_call
 
 SOURCE = '''"""A docstring with 1 number."""
@@ -246,3 +251,22 @@ def test_survivors_do_not_grow(problem_id: str) -> None:
     survivors = sorted(r.name for r in analysis.survivors)
     new = sorted(set(survivors) - set(recorded["survivors"]))
     assert len(survivors) <= len(recorded["survivors"]), f"{len(survivors)} survivors, new: {new}"
+
+
+def test_the_record_keeps_each_problems_survivors_apart(tmp_path: Path) -> None:
+    record = tmp_path / "survivors.json"
+    results = [MutantResult("constant@L3", "constant", 3, "`1` to `2`", "equivalent")]
+    results.append(MutantResult("compare@L4", "compare", 4, "`<` to `<=`", "killed"))
+    record_survivors(Analysis("first", 1, results, 1.0), record)
+    record_survivors(Analysis("second", 1, results[1:], 1.0), record)
+    assert json.loads(record.read_text()) == {
+        "first": {"mutants": 2, "survivors": ["constant@L3"]},
+        "second": {"mutants": 1, "survivors": []},
+    }
+
+
+def test_a_record_of_some_mutants_only_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = tmp_path / "survivors.json"
+    code = cli.main(["mutate", "--problem", PROBLEM, "--only", "compare@L33", "--record", str(record)])
+    assert code == ExitCode.USAGE and not record.exists()
+    assert "--record needs every mutant" in capsys.readouterr().err

@@ -55,7 +55,8 @@ THINNED_KEPT = 0.15  # share of a thinned case's mask and id entries left as the
 
 class InProcessSupervisor(WorkerSupervisor):
     """A `WorkerSupervisor` whose worker is this process: trusted functions called directly, every answer
-    accepted as a worker's would be. The time limit is the forked process's, so no call is timed here."""
+    accepted as a worker's would be. The time limit is the forked process's, so no call is timed here; no worker,
+    box or slot exists, so it is never started and `close` has nothing to end."""
 
     def __init__(self, problem: Problem, functions: dict[str, Callable[..., Any]]) -> None:
         self.functions_called = functions
