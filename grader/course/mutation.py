@@ -41,7 +41,6 @@ from grader.model.problem import Problem
 from grader.model.report import score_sum, write_atomic
 from grader.model.verdicts import Verdict
 from grader.worker import messages
-from grader.worker.__main__ import signature_of
 from grader.worker.protocol import observe_call
 
 Outcome = Literal["killed", "undiagnosed", "limit", "survived", "equivalent"]
@@ -59,6 +58,10 @@ class InProcessSupervisor(WorkerSupervisor):
     box or slot exists, so it is never started and `close` has nothing to end."""
 
     def __init__(self, problem: Problem, functions: dict[str, Callable[..., Any]]) -> None:
+        # the worker's own account of a signature; imported here, as importing the worker's entry module pins the
+        # BLAS thread pools of processes started afterwards to one thread
+        from grader.worker.__main__ import signature_of
+
         self.functions_called = functions
         self.functions = [f.name for f in problem.spec.functions]
         self.limits = problem.spec.limits
