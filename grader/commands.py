@@ -258,7 +258,7 @@ def cmd_mutate(args: argparse.Namespace) -> ExitCode:
         record_survivors(analysis, args.record)
     print("\n".join(summary_lines(analysis)))
     print(f"wrote {path}")
-    return ExitCode.OK
+    return ExitCode.JUDGE_ERROR if analysis.count("error") else ExitCode.OK
 
 
 def cmd_clauses(args: argparse.Namespace) -> ExitCode:

@@ -25,6 +25,7 @@ from grader.course.mutation import (
     functions_of,
     grade_functions,
     record_survivors,
+    result_of,
     run_forked,
     same_observation,
 )
@@ -270,3 +271,13 @@ def test_a_record_of_some_mutants_only_is_refused(tmp_path: Path, capsys: pytest
     code = cli.main(["mutate", "--problem", PROBLEM, "--only", "compare@L33", "--record", str(record)])
     assert code == ExitCode.USAGE and not record.exists()
     assert "--record needs every mutant" in capsys.readouterr().err
+
+
+def test_the_judge_failing_on_a_mutant_is_an_error_never_a_kill() -> None:
+    (mutant, *_) = mutants(SOURCE)
+    assert result_of(mutant, None, "no result within 120 s").outcome == "limit"
+    assert result_of(mutant, None, "out of memory").outcome == "limit"
+    failed = result_of(mutant, None, "grading failed: RuntimeError: boom")
+    assert failed.outcome == "error"
+    analysis = Analysis("p", 1, [failed, result_of(mutant, None, "out of memory")], 1.0)
+    assert analysis.killed_share == 0.5, "an error counts as not killed"

@@ -2,7 +2,8 @@
 
 Terms. A mutant is *killed* when it loses points on the first grading seed; killed and *diagnosed* when the judge
 then names a misreading (its report would carry a diagnosis), *undiagnosed* when it names none. A mutant that
-stops answering within the time limit, or runs out of memory, is *killed by the limit*. A mutant at full marks
+stops answering within the time limit, or runs out of memory, is *killed by the limit*; one the judge fails on
+is an *error*, a fault of the harness, never counted as killed. A mutant at full marks
 *survives*; a survivor is *likely equivalent* when it answers as the reference does, within a few units in the last
 place, on every case of every check and on a dense probe: the cases of every other seed and each case with its
 float inputs jittered, or its masks and ids mostly zeroed. Otherwise its survival is a case the problem lacks, or a
@@ -43,8 +44,9 @@ from grader.model.verdicts import Verdict
 from grader.worker import messages
 from grader.worker.protocol import observe_call
 
-Outcome = Literal["killed", "undiagnosed", "limit", "survived", "equivalent"]
+Outcome = Literal["killed", "undiagnosed", "limit", "survived", "equivalent", "error"]
 KILLED: tuple[Outcome, ...] = ("killed", "undiagnosed", "limit")
+GRADING_FAILED = "grading failed"  # the judge's own failure on a mutant: a harness bug, never a kill
 TIME_LIMIT_S = 120.0  # one mutant's grading and probe; the reference's takes seconds
 MEMORY_HEADROOM_MB = 4096  # address space a mutant may add to the judge's own
 JITTERED_COPIES = 2  # jittered copies of each case in the probe
@@ -161,7 +163,7 @@ class Analysis:
             "mutants": len(self.results),
             "killed_share": round(self.killed_share, 4),
             "diagnosed_share": round(self.diagnosed_share, 4),
-            "counts": {outcome: self.count(outcome) for outcome in (*KILLED, "survived", "equivalent")},
+            "counts": {outcome: self.count(outcome) for outcome in (*KILLED, "survived", "equivalent", "error")},
             "results": [asdict(r) for r in self.results],
         }
 
@@ -325,6 +327,9 @@ def _child(write_fd: int, work: Callable[[], dict[str, Any]]) -> None:
     try:
         _limit_memory()
         payload = json.dumps(work()).encode()
+    except MemoryError:
+        payload = json.dumps({"limit": "out of memory"}).encode()
+        code = 1
     except BaseException:
         payload = json.dumps({"error": traceback.format_exc()[-2000:]}).encode()
         code = 1
@@ -385,8 +390,10 @@ def _finished(done: _Running, status: int) -> tuple[Mutant, dict[str, Any] | Non
         found = json.loads(bytes(done.data))
     except ValueError:
         return done.mutant, None, f"the process ended without a result ({_status_text(status)})"
+    if "limit" in found:
+        return done.mutant, None, str(found["limit"])
     if "error" in found:
-        return done.mutant, None, f"grading failed: {found['error'].strip().splitlines()[-1]}"
+        return done.mutant, None, f"{GRADING_FAILED}: {found['error'].strip().splitlines()[-1]}"
     return done.mutant, found, ""
 
 
@@ -403,7 +410,7 @@ def result_of(mutant: Mutant, found: dict[str, Any] | None, why: str) -> MutantR
     """What became of one mutant, from its forked process's answer (None: the limit killed it)."""
     named = (mutant.name, mutant.operator, mutant.line, mutant.description)
     if found is None:
-        return MutantResult(*named, outcome="limit", note=why)
+        return MutantResult(*named, outcome="error" if why.startswith(GRADING_FAILED) else "limit", note=why)
     score, max_score = float(found["score"]), float(found["max_score"])
     failed, diagnosis = list(found["failed"]), list(found["diagnosis"])
     if score < max_score:
@@ -479,8 +486,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
             lines.append(f"  survived    {result.name}: {result.description}; differs on {result.differs_on}")
         elif result.outcome == "equivalent":
             lines.append(f"  equivalent  {result.name}: {result.description}")
-        elif result.outcome == "limit":
-            lines.append(f"  limit       {result.name}: {result.description}; {result.note}")
+        elif result.outcome in ("limit", "error"):
+            lines.append(f"  {result.outcome:11} {result.name}: {result.description}; {result.note}")
     return lines
 
 
