@@ -191,6 +191,23 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=count, default=0)
 
+    mutate = commands.add_parser(
+        "mutate",
+        help="grade mutants of the reference against the problem's cases: killed, diagnosed, survived, equivalent",
+        epilog=EPILOG,
+    )
+    mutate.add_argument("--problem", required=True)
+    mutate.add_argument("--jobs", type=count, default=2, help="mutants graded at once (default 2; 0: one per CPU)")
+    mutate.add_argument("--out", type=Path, help="default artifacts/mutation/")
+    mutate.add_argument("--time-limit", type=float, default=None, metavar="S", help="wall time per mutant")
+    mutate.add_argument("--only", action="append", metavar="NAME", help="only this mutant (repeatable)")
+    mutate.add_argument(
+        "--record",
+        type=Path,
+        metavar="JSON",
+        help="write the survivors into this record (tests/mutation_survivors.json)",
+    )
+
     clauses = commands.add_parser(
         "clauses", help="print each problem's clauses, their kinds, owner checks and weights", epilog=EPILOG
     )

@@ -225,6 +225,42 @@ def cmd_known_wrong(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_mutate(args: argparse.Namespace) -> ExitCode:
+    """Mutation analysis of one problem (`course/mutation.py`), written to artifacts/mutation/ID.json."""
+    import os
+
+    from grader.course.mutation import (
+        TIME_LIMIT_S,
+        ReferenceNotFull,
+        analyse,
+        record_survivors,
+        summary_lines,
+        write_analysis,
+    )
+
+    if args.record is not None and args.only:
+        print("--record needs every mutant: leave out --only", file=sys.stderr)
+        return ExitCode.USAGE
+    problem = Problem(args.problem)
+    try:
+        analysis = analyse(
+            problem,
+            workers=args.jobs or os.cpu_count() or 1,
+            time_limit_s=args.time_limit or TIME_LIMIT_S,
+            only=args.only,
+            say=say_stage,
+        )
+    except ReferenceNotFull as exc:
+        print(exc, file=sys.stderr)
+        return ExitCode.JUDGE_ERROR
+    path = write_analysis(analysis, args.out or artifacts_dir() / "mutation")
+    if args.record is not None:
+        record_survivors(analysis, args.record)
+    print("\n".join(summary_lines(analysis)))
+    print(f"wrote {path}")
+    return ExitCode.JUDGE_ERROR if analysis.count("error") else ExitCode.OK
+
+
 def cmd_clauses(args: argparse.Namespace) -> ExitCode:
     from grader.course.clauses import clauses_markdown, clauses_text
 
@@ -338,6 +374,7 @@ def dispatch(
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["known-wrong"] = cmd_known_wrong
     handlers["clauses"] = cmd_clauses
+    handlers["mutate"] = cmd_mutate
     handlers["merge"] = cmd_merge
     handlers["learner-pack"] = cmd_learner_pack
     handlers["watch"] = cmd_watch

@@ -9,5 +9,7 @@
 - `pack_check`: inside the pack: `check FILE` and `check --watch FILE` on the public cases, in the official sandbox.
 - `shards`: a class graded on many machines, and the merge of their reports.
 - `catalog`: every problem's `[catalog]` table, checked across problems, in a suggested order (`problems`).
+- `mutants`: mutants of a reference, one small change each, named by operator and line (`mutate`).
+- `mutation`: each mutant graded in process on the problem's cases: killed, diagnosed, survived, likely equivalent.
 - `course_set`: a set of problems' packs, zips and handout index, built in one command (`course-set`).
 """
