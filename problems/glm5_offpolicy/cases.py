@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import Decimal, getcontext
 from dataclasses import replace
+from decimal import Decimal, getcontext
 from typing import Any
 
 import torch
@@ -101,7 +101,8 @@ def by_gradient(calls: list[Call]) -> list[Call]:
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
-                 shortest: int = 1, ragged: bool = False, padded: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                 shortest: int = 1, ragged: bool = False, padded: bool = False,
+                 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """logp, rollout_logp, bool mask, advantages, with at least one kept valid token and, where three tokens are
     valid, one rejected above the interval and one below it (so ignoring either bound changes the answer);
     every response keeps at least `shortest` valid tokens (`cols` of them: no padding at all), and `padded` leaves
