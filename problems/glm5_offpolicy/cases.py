@@ -639,7 +639,7 @@ def _value_errors(g: torch.Generator, family: str) -> list[Call]:
     calls = []
     for index, (function, label, change) in enumerate(_error_pairs(g, family)):
         group = f"pair {index}"
-        batch = random_batch(g, (_randint(g, 2, 9), _randint(g, 3, 40)), F32)
+        batch = random_batch(g, (_randint(g, 2, 9), _randint(g, 25, 300)), F32)
         logp, rollout, mask, adv = batch
         base = {"logp": logp, "rollout_logp": rollout, "mask": mask}
         if function == LOSS:
