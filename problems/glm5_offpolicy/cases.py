@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import Decimal, getcontext
 from dataclasses import replace
+from decimal import Decimal, getcontext
 from typing import Any
 
 import torch
@@ -101,9 +101,12 @@ def by_gradient(calls: list[Call]) -> list[Call]:
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
-                 shortest: int = 1, ragged: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """logp, rollout_logp, bool mask, advantages, with at least one kept and one rejected valid token; every
-    response keeps at least `shortest` valid tokens (`cols` of them: no padding at all). Responses share one
+                 shortest: int = 1, ragged: bool = False, padded: bool = False,
+                 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """logp, rollout_logp, bool mask, advantages, with at least one kept valid token and, where three tokens are
+    valid, one rejected above the interval and one below it (so ignoring either bound changes the answer);
+    every response keeps at least `shortest` valid tokens (`cols` of them: no padding at all), and `padded` leaves
+    at least one padded position wherever a response has two. Responses share one
     length unless `ragged` (a token mean and a mean of per-response means then agree: that difference is the
     token_mean clause's business). The padding is finite
     and its ratio lies outside every interval a case uses, so a weight left unmasked there is 0 all the same:
@@ -112,7 +115,9 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     logp = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)  # [B, L]
     diff = torch.randn(shape, generator=g, dtype=F64) * spread
     lengths = torch.randint(0, cols + 1, (rows if ragged else 1,), generator=g).clamp(min=min(shortest, cols))
-    lengths[0] = max(int(lengths[0]), min(cols, 2))
+    if padded and cols > 1:
+        lengths = lengths.clamp(max=cols - 1)
+    lengths[0] = max(int(lengths[0]), min(cols - int(padded), 3))
     lengths = lengths.expand(rows) if not ragged else lengths
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L], ragged right padding
     if int(mask.sum()) < 2:  # L = 1: make a second row valid
@@ -122,6 +127,13 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     (i0, t0), (i1, t1) = valid[torch.randperm(len(valid), generator=g)[:2]].tolist()
     # one certainly kept (ratio 1.02 lies inside every interval of RANDOM_WIDTHS), one certainly rejected
     diff[i0, t0], diff[i1, t1] = 0.02, 0.9
+    # and one rejected below every interval (ratio 0.41), beside the kept token where its row has room: its
+    # advantage is far from zero, so a lower bound ignored moves the loss and its gradient
+    others = [(i, t) for i, t in valid.tolist() if (i, t) not in ((i0, t0), (i1, t1))]
+    if others:
+        beside = [(i, t) for i, t in others if i == i0] or others
+        i2, t2 = beside[_randint(g, 0, len(beside) - 1)]
+        diff[i2, t2] = -0.9
     rollout = logp - diff
     outside = PAD_OUTSIDE * (1 - 2 * ((torch.arange(rows)[:, None] + torch.arange(cols)[None, :]) % 2))  # [B, L]
     logp = torch.where(mask, logp, rollout + outside)
@@ -140,7 +152,7 @@ def _pad_non_finite(x: Tensor, mask: Tensor, g: torch.Generator) -> Tensor:
     return torch.where(padded, torch.tensor(NON_FINITE, dtype=x.dtype)[picks], x)
 
 
-RANDOM_SHAPES = [(3, 7), (5, 5), (1, 9), (6, 1), (2, 2), (8, 33), (16, 64), (64, 256)]
+RANDOM_SHAPES = [(3, 7), (5, 5), (1, 9), (6, 1), (2, 3), (8, 33), (16, 64), (64, 256)]
 # Given and equal: omitted and unequal widths are the default_widths and separate_widths clauses' business.
 RANDOM_WIDTHS: list[tuple[float, float] | None] = [(0.2, 0.2), (0.1, 0.1), (0.3, 0.3), (0.35, 0.35), (0.05, 0.05)]
 
@@ -157,8 +169,11 @@ def _random_configs(g: torch.Generator, family: Family, full: bool = False):
         for dtype in DTYPES:
             kind = MASK_KINDS[(index + (dtype == F64)) % len(MASK_KINDS)] if family == "mask_dtypes" else "bool"
             clip = RANDOM_WIDTHS[(2 * index + (dtype == F64)) % len(RANDOM_WIDTHS)]
-            shortest = 0 if family == "empty_rows" else shape[1] if full else 1
-            logp, rollout, mask, adv = random_batch(g, shape, dtype, shortest=shortest)
+            # mask dtypes on full masks: zero weights on padding are the padding family's business
+            shortest = 0 if family == "empty_rows" else shape[1] if full or family == "mask_dtypes" else 1
+            # the core loss batches always pad (where a response has room): a mean over every position is charged
+            padded = family == "core" and not full
+            logp, rollout, mask, adv = random_batch(g, shape, dtype, shortest=shortest, padded=padded)
             if family == "padding":  # finite padding at any ratio, inside the interval too
                 pad = (torch.randn(shape, generator=g, dtype=F64) * 0.3).to(dtype)
                 logp = torch.where(mask, logp, rollout + pad)
@@ -184,9 +199,13 @@ def random_loss(g: torch.Generator) -> list[Call]:
 
 
 def _family_calls(g: torch.Generator, family: Family) -> list[Call]:
+    """Weights and loss calls of each batch; the loss alone where a response has no valid token, whose zero
+    weights are the padding family's business."""
     calls = []
     for lp, rl, m, a, clip, label in _random_configs(g, family):
-        calls += [weights_call(lp, rl, m, clip, label, hidden=True), loss_call(lp, rl, a, m, clip, label, hidden=True)]
+        if family != "empty_rows":
+            calls.append(weights_call(lp, rl, m, clip, label, hidden=True))
+        calls.append(loss_call(lp, rl, a, m, clip, label, hidden=True))
     return calls
 
 
@@ -237,15 +256,15 @@ def contract_loss(g: torch.Generator) -> list[Call]:
 
 
 def empty_mask(g: torch.Generator) -> list[Call]:
-    """Every empty-mask call is grouped with a call of the same function and shape whose mask is not empty.
+    """Every empty-mask loss call is grouped with a loss call of the same shape whose mask is not empty.
 
     The padding of an empty call is either NaN/inf or the finite values of its partner, so a loss that turns
-    only non-finite padding into NaN is told apart from one that divides 0 by 0.
+    only non-finite padding into NaN is told apart from one that divides 0 by 0. The weights of an empty mask
+    are all padding: the padding checks' business.
     """
     calls = []
     for dtype in DTYPES:
-        for function, kind, padding in [(WEIGHTS, "bool", "NaN/inf"), (LOSS, "bool", "finite"),
-                                        (LOSS, "bool", "NaN/inf")]:
+        for function, kind, padding in [(LOSS, "bool", "finite"), (LOSS, "bool", "NaN/inf")]:
             shape = (_randint(g, 2, 5), _randint(g, 2, 7))
             logp, rollout, _, adv = random_batch(g, shape, dtype)
             empty = torch.zeros(shape, dtype=torch.bool)
@@ -313,15 +332,11 @@ def exact_log(bound: Tensor) -> Tensor:
     return d
 
 
-def _exact_pair(d: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
-    """logp, rollout_logp of d's dtype, rollout drawn at random, with logp - rollout_logp == d exactly."""
-    rollout = -(torch.rand(512, generator=g, dtype=F64) * 2.95 + 0.05).to(d.dtype)  # candidates
-    logp = d + rollout
-    exact = ((logp - rollout) == d).nonzero()
-    if len(exact) == 0:  # never seen: each candidate is exact with probability above 1/30
-        return d.clone(), torch.zeros((), dtype=d.dtype)
-    first = int(exact[0])
-    return logp[first], rollout[first]
+def _exact_pair(d: Tensor) -> tuple[Tensor, Tensor]:
+    """logp, rollout_logp of d's dtype with logp - rollout_logp == d and exp(logp) / exp(rollout_logp) == exp(d)
+    exactly: rollout_logp = 0, so a ratio computed as a quotient of probabilities lands on the bound too (that
+    quotient's rounding elsewhere is the extreme_ratios clause's business)."""
+    return d.clone(), torch.zeros((), dtype=d.dtype)
 
 
 # Equal widths: which width goes with which bound is the separate_widths clause's business.
@@ -332,7 +347,7 @@ def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, f
                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """[B, L], every token valid (no padding: that is the padding check's business): log-ratios exactly on the
     logs of both bounds and one float inside each, one token surely kept, the others at random ratios in
-    [0.5, 1.6], all at random positions, with random rollout log-probabilities and advantages."""
+    [0.5, 1.6], all at random positions, the others with random rollout log-probabilities, random advantages."""
     inf = torch.tensor(math.inf, dtype=dtype)
     d_low = exact_log(torch.tensor(1 - clip[0], dtype=dtype))
     d_high = exact_log(torch.tensor(1 + clip[1], dtype=dtype))
@@ -341,7 +356,7 @@ def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, f
     others = torch.log(torch.rand(rows * cols - len(special), generator=g, dtype=F64) * 1.1 + 0.5)
     others[0] = math.log(_uniform(g, 1 - clip[0] + 0.02, 1 + clip[1] - 0.02))  # one token surely kept
     rollout_others = -(torch.rand(len(others), generator=g, dtype=F64) * 2.95 + 0.05)
-    pairs = [_exact_pair(d, g) for d in special]
+    pairs = [_exact_pair(d) for d in special]
     logp = torch.cat([torch.stack([p[0] for p in pairs]), (rollout_others + others).to(dtype)])
     rollout = torch.cat([torch.stack([p[1] for p in pairs]), rollout_others.to(dtype)])
     order = torch.randperm(rows * cols, generator=g)
@@ -368,11 +383,12 @@ def endpoint_sweep(g: torch.Generator) -> list[Call]:
             rows = []
             for bound in (1 - clip[0], 1 + clip[1]):
                 window = _ulp_neighbours(torch.log(torch.tensor(bound, dtype=dtype)), 64)  # [129]
-                # A ratio exactly on the bound is exact_endpoints' business, except where the bound's rounding to
-                # the dtype moves it inward: there a ratio widened to float64 is kept against the unrounded bound.
+                # A ratio exactly on the bound is exact_endpoints' business, except where float32's rounding of
+                # the bound moves it inward: there a ratio widened to float64 is kept against the unrounded bound.
+                # (float64 has no wider dtype to misjudge it in.)
                 rounded = float(torch.tensor(bound, dtype=dtype))
-                inward = rounded > bound if bound < 1 else rounded < bound
-                window = window[(torch.exp(window) != rounded) | inward][:120]  # [120]
+                witness = dtype == F32 and (rounded > bound if bound < 1 else rounded < bound)
+                window = window[(torch.exp(window) != rounded) | witness][:120]  # [120]
                 rows.append(window[torch.randperm(len(window), generator=g)])
             logp = torch.stack(rows)  # [2, 120], each row in an order drawn from g
             rollout = torch.zeros_like(logp)
@@ -401,13 +417,22 @@ def _ratio_grid(ratios: list[float], dtype: torch.dtype, g: torch.Generator):
 GRID = [0.55, 0.65, 0.75, 0.85, 0.95, 1.05, 1.15, 1.25, 1.4, 1.6]
 
 
+def _grid_calls(logp: Tensor, rollout: Tensor, adv: Tensor, mask: Tensor, clip: tuple[float, float] | None,
+                label: str, omit_widths: bool = False) -> list[Call]:
+    """A weights call and a loss call on one ratio grid; the weights on a full mask (the padded token's ratio is
+    rejected all the same), since zero weights on padding are the padding checks' business."""
+    full = torch.ones_like(mask)
+    return [weights_call(logp, rollout, full, clip, label, omit_widths=omit_widths),
+            loss_call(logp, rollout, adv, mask, clip, label, omit_widths=omit_widths)]
+
+
 def asymmetric_widths(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for clip in [(0.1, 0.5), (0.4, 0.05), (0.3, 0.1)]:
             logp, rollout, mask, adv = _ratio_grid(GRID, dtype, g)
             label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g}, ratios {GRID}"
-            calls += [weights_call(logp, rollout, mask, clip, label), loss_call(logp, rollout, adv, mask, clip, label)]
+            calls += _grid_calls(logp, rollout, adv, mask, clip, label)
     return by_gradient(calls)
 
 
@@ -417,8 +442,7 @@ def default_widths(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         logp, rollout, mask, adv = _ratio_grid(ratios, dtype, g)
         label = f"{_name(dtype)}, clip_low and clip_high omitted, ratios {ratios}"
-        calls += [weights_call(logp, rollout, mask, None, label, omit_widths=True),
-                  loss_call(logp, rollout, adv, mask, None, label, omit_widths=True)]
+        calls += _grid_calls(logp, rollout, adv, mask, None, label, omit_widths=True)
     return by_gradient(calls)
 
 
@@ -427,7 +451,7 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         for pad_logp, pad_rollout in [(math.nan, math.nan), (math.inf, -math.inf), (-math.inf, math.nan),
                                       (math.nan, math.inf)]:
-            logp, rollout, mask, adv = random_batch(g, (4, 6), dtype)
+            logp, rollout, mask, adv = random_batch(g, (4, 6), dtype, padded=True)
             logp = torch.where(mask, logp, torch.tensor(pad_logp, dtype=dtype))
             rollout = torch.where(mask, rollout, torch.tensor(pad_rollout, dtype=dtype))
             label = f"{_name(dtype)} [4, 6], padding logp={pad_logp}, rollout_logp={pad_rollout}"
@@ -444,7 +468,8 @@ def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
         logp[row], rollout[row] = math.nan, math.nan
         adv[row] = math.nan
         label = f"{_name(dtype)} [4, 5], row {row} has no valid token and advantage NaN"
-        calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
+        # the loss alone: the row's zero weights are the padding checks' business
+        calls.append(loss_call(logp, rollout, adv, mask, None, label))
     return calls
 
 
@@ -480,12 +505,14 @@ def extreme_ratios(g: torch.Generator) -> list[Call]:
 
 
 def gradient_detached(g: torch.Generator) -> list[Call]:
+    """One constant input requires grad beside logp in each call: a function that cannot take a rollout_logp
+    that requires grad (it edits it in place) loses the rollout calls only, not the advantages ones."""
     calls = []
     for dtype in DTYPES:
-        logp, rollout, mask, adv = random_batch(g, (5, 6), dtype)
-        label = f"{_name(dtype)} [5, 6], logp, rollout_logp and advantages all require grad"
-        calls.append(loss_call(logp, rollout, adv, mask, None, label,
-                               requires_grad=("logp", "rollout_logp", "advantages")))
+        for other in ("rollout_logp", "advantages"):
+            logp, rollout, mask, adv = random_batch(g, (5, 6), dtype)
+            label = f"{_name(dtype)} [5, 6], logp and {other} require grad"
+            calls.append(loss_call(logp, rollout, adv, mask, None, label, requires_grad=("logp", other)))
     return calls
 
 
@@ -534,7 +561,7 @@ def token_mean(g: torch.Generator) -> list[Call]:
 def mixed_mask_dtype(g: torch.Generator) -> list[Call]:
     calls = []
     for kind in ("float64", "int32", "uint8"):
-        logp, rollout, mask, adv = random_batch(g, (3, 6), F32)
+        logp, rollout, mask, adv = random_batch(g, (3, 6), F32, shortest=6)  # no padding: the padding checks'
         label = f"float32 logp with a {kind} mask"
         m = _mask_as(mask, kind)
         calls += [weights_call(logp, rollout, m, None, label), loss_call(logp, rollout, adv, m, None, label)]
@@ -544,13 +571,13 @@ def mixed_mask_dtype(g: torch.Generator) -> list[Call]:
 def non_contiguous(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
-        logp, rollout, mask, adv = random_batch(g, (6, 8), dtype)
+        logp, rollout, mask, adv = random_batch(g, (6, 8), dtype, shortest=8)  # no padding: the padding checks'
         label = f"{_name(dtype)}: transposed [6, 8] views and a strided advantages vector"
         lp, rl, m = logp.t().contiguous().t(), rollout.t().contiguous().t(), mask.t().contiguous().t()
         a = torch.stack([adv, adv], dim=1)[:, 0]
         assert not lp.is_contiguous() and not a.is_contiguous()
         calls += [weights_call(lp, rl, m, None, label), loss_call(lp, rl, a, m, None, label)]
-        sliced = random_batch(g, (5, 16), dtype)
+        sliced = random_batch(g, (5, 16), dtype, shortest=16)
         lp2, rl2, m2 = (t[:, ::2] for t in sliced[:3])
         calls.append(weights_call(lp2, rl2, m2, (0.3, 0.3), f"{_name(dtype)}: every second column of [5, 16]"))
     return by_gradient(calls)
@@ -603,11 +630,16 @@ def _error_pairs(g: torch.Generator, family: str) -> list[tuple[str, str, Change
 
 def _value_errors(g: torch.Generator, family: str) -> list[Call]:
     """Each call that must raise is grouped with a valid call of the same function, in an order drawn from g:
-    raising on everything, or never, earns nothing."""
+    raising on everything, or never, earns nothing.
+
+    The shapes are drawn from a wide range, so a graded pair's shapes are almost never a public pair's: an answer
+    copied from the public cases has the wrong shape, or a loss that no gradient connects to this call's logp (the
+    valid loss call requires grad). The valid call's widths are equal: which width goes with which bound is the
+    separate_widths clause's business, and a partner is judged on answering only."""
     calls = []
     for index, (function, label, change) in enumerate(_error_pairs(g, family)):
         group = f"pair {index}"
-        batch = random_batch(g, (_randint(g, 2, 4), _randint(g, 3, 6)), F32)
+        batch = random_batch(g, (_randint(g, 2, 9), _randint(g, 25, 300)), F32)
         logp, rollout, mask, adv = batch
         base = {"logp": logp, "rollout_logp": rollout, "mask": mask}
         if function == LOSS:
@@ -615,10 +647,13 @@ def _value_errors(g: torch.Generator, family: str) -> list[Call]:
         shape = f"batch [{logp.shape[0]}, {logp.shape[1]}]"
         calls.append(Call(function, {**base, **_widths(None), **change(batch)},
                           f"{function}: {label} ({shape}): must raise", group=group))
-        clip = (round(_uniform(g, 0.05, 0.5), 3), round(_uniform(g, 0.05, 0.5), 3))
-        calls.append(Call(function, {**base, **_widths(clip)},
-                          f"{function}: valid {shape}, widths {clip[0]:g}/{clip[1]:g}: must not raise",
-                          group=group).as_partner())
+        width = round(_uniform(g, 0.05, 0.5), 3)
+        valid = f"{function}: valid {shape}, widths {width:g}/{width:g}: must not raise"
+        if function == LOSS:
+            partner = loss_call(logp, rollout, adv, mask, (width, width), "", group=group)
+            calls.append(replace(partner, label=valid).as_partner())
+        else:
+            calls.append(Call(function, {**base, **_widths((width, width))}, valid, group=group).as_partner())
     return _shuffled(calls, g)
 
 
@@ -635,13 +670,14 @@ def value_errors_widths(g: torch.Generator) -> list[Call]:
 
 
 def valid_edge_widths(g: torch.Generator) -> list[Call]:
-    ratios = [0.0005, 0.01, 0.5, 0.9999995, 1.0, 1.5, 5.5, 7.0]
+    # no ratio on a bound of any of these widths: a ratio exactly on a bound is exact_endpoints' business
+    ratios = [0.0005, 0.01, 0.45, 0.9999995, 1.0, 1.5, 5.5, 7.0]
     calls = []
     for dtype in DTYPES:
         for clip in [(1e-6, 0.2), (0.999, 0.2), (0.2, 5.0), (0.5, 1e-6)]:
             logp, rollout, mask, adv = _ratio_grid(ratios, dtype, g)
             label = f"{_name(dtype)}, widths {clip[0]:g}/{clip[1]:g} (valid), ratios {ratios}"
-            calls += [weights_call(logp, rollout, mask, clip, label), loss_call(logp, rollout, adv, mask, clip, label)]
+            calls += _grid_calls(logp, rollout, adv, mask, clip, label)
     return by_gradient(calls)
 
 
@@ -650,7 +686,7 @@ def float64_precision(g: torch.Generator) -> list[Call]:
     computed in float32 and cast back do not."""
     calls = []
     for index in range(2):
-        logp, rollout, mask, adv = random_batch(g, (4, 8), F64)
+        logp, rollout, mask, adv = random_batch(g, (4, 8), F64, shortest=8)  # no padding: the padding checks'
         calls.append(weights_call(logp, rollout, mask, None, f"float64 arithmetic, batch {index}"))
         calls.append(loss_call(logp, rollout, adv, mask, None, f"float64 arithmetic, batch {index}"))
     return by_gradient(calls)
