@@ -185,16 +185,50 @@ def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype,
     return assemble(g, advantages, ratios, cols, dtype, scatter=True)
 
 
+def half_clipped_row(at: Regions, sign: float, length: int, unclipped: Sequence[float] = ()) -> list[float]:
+    """`length` ratios (even) of a response whose advantage has `sign`: half of them on the clipped branch, the
+    other half `unclipped` and draws on the unclipped branch (no dual clip)."""
+    clipped = at.above if sign > 0 else at.below
+    others = (at.below, at.inside) if sign > 0 else (at.inside, at.above)
+    rest = [others[int(torch.randint(2, (), generator=at.g))]() for _ in range(length // 2 - len(unclipped))]
+    return [clipped() for _ in range(length // 2)] + list(unclipped) + rest
+
+
+def half_clipped_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, eps: Widths) -> Batch:
+    """Random ragged batch (B >= 3, L >= 5), no dual clip, every response of even length with half its tokens
+    clipped: the mean over responses of each one's clipped share is then the share of the batch's valid tokens,
+    so a clip fraction averaged per response (a clipfrac_token_share departure) is not seen under seq_mean.
+    Every branch is taken, as in `random_batch`, and one response is left short, so the batch holds padding."""
+    rows, cols = shape
+    at = Regions(g, eps)
+    even = 2 * ((cols - 1) // 2)  # the longest even length that leaves the short response some padding
+    lengths = [2 * _randint(g, 1, cols // 2) for _ in range(rows)]
+    positive, negative, short = torch.randperm(rows, generator=g)[:3].tolist()
+    lengths[positive], lengths[negative] = max(lengths[positive], 4), max(lengths[negative], 4)
+    lengths[short] = min(lengths[short], even)
+    advantages = [float(torch.randn((), generator=g, dtype=F64)) for _ in range(rows)]
+    advantages[positive], advantages[negative] = _advantage(g, 1.0), _advantage(g, -1.0)
+    ratios = [half_clipped_row(at, math.copysign(1.0, a), n) for a, n in zip(advantages, lengths, strict=True)]
+    ratios[positive] = half_clipped_row(at, 1.0, lengths[positive], [at.below(), at.inside()])
+    ratios[negative] = half_clipped_row(at, -1.0, lengths[negative], [at.above(), at.inside()])
+    return assemble(g, advantages, ratios, cols, dtype, scatter=True)
+
+
 def _random_calls(g: torch.Generator, reductions: Sequence[str], grad: tuple[str, ...], dual: bool = False,
-                  empty_row: bool = False) -> list[Call]:
-    """One call per shape and dtype on a bool mask; the dual clip and an empty response only where asked."""
+                  empty_row: bool = False, half_clipped: bool = False) -> list[Call]:
+    """One call per shape and dtype on a bool mask; the dual clip and an empty response only where asked, and
+    responses half clipped (`half_clipped_batch`) where asked."""
     calls = []
     for index, shape in enumerate(RANDOM_SHAPES):
         for dtype in DTYPES:
             step = 2 * index + (dtype == F64)
             eps = RANDOM_WIDTHS[step % len(RANDOM_WIDTHS)]
             dual_clip = RANDOM_DUAL_CLIPS[step % len(RANDOM_DUAL_CLIPS)] if dual else None
-            batch = random_batch(g, shape, dtype, eps, dual_clip, empty_row=empty_row)
+            batch = (
+                half_clipped_batch(g, shape, dtype, eps)
+                if half_clipped
+                else random_batch(g, shape, dtype, eps, dual_clip, empty_row=empty_row)
+            )
             reduction = reductions[step % len(reductions)]
             calls.append(loss_call(batch, eps=eps, dual_clip=dual_clip, reduction=reduction, grad=grad, hidden=True))
     return calls
@@ -205,7 +239,8 @@ def random_token_mean(g: torch.Generator) -> list[Call]:
 
 
 def random_seq_mean(g: torch.Generator) -> list[Call]:
-    return _random_calls(g, ["seq_mean"], grad=())
+    """Responses half clipped: the loss's reduction is this family's, clipfrac's per-response reading is not."""
+    return _random_calls(g, ["seq_mean"], grad=(), half_clipped=True)
 
 
 def random_grad(g: torch.Generator) -> list[Call]:
@@ -558,7 +593,8 @@ def extreme_log_probs(g: torch.Generator) -> list[Call]:
             # each edge on the side its advantage clips, no dual clip: a log-ratio of +19 under A < 0 would also
             # charge a dual clip (or a cap left on), which is not this check's
             ratios = [[at.above(), at.inside(), at.below(), edge], [at.below(), 1.0 / edge, at.inside(), at.above()],
-                      [at.inside(), at.above()]]
+                      [at.inside(), at.below()]]
+            # every response half clipped: a clip fraction averaged per response is not this check's either
             advantages = [_advantage(g, 1.0), _advantage(g, -1.0), _advantage(g, -1.0)]
             batch = assemble(g, advantages, ratios, 5, dtype, shift=shift)
             reduction = ("token_mean", "seq_mean")[index]
@@ -640,7 +676,13 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
                            batch.mask.t().contiguous().t())
         assert not transposed.logp.is_contiguous() and not transposed.advantages.is_contiguous()
         calls.append(loss_call(transposed, "transposed [6, 8] views, strided advantages"))
-        wide = _small(g, dtype, shape=(5, 16))
+        # every second column of a wider batch holds a half-clipped batch (the seq_mean call's clipfrac is then
+        # the same read per response), the other columns random values that a strided read would pick up
+        narrow, wide = half_clipped_batch(g, (5, 8), dtype, (0.2, 0.2)), _small(g, dtype, shape=(5, 16))
+        for wide_t, narrow_t in zip(wide, narrow, strict=True):
+            if wide_t.dim() == 2:
+                wide_t[:, ::2] = narrow_t
+        wide = wide._replace(advantages=narrow.advantages)
         sliced = wide._replace(logp=wide.logp[:, ::2], old_logp=wide.old_logp[:, ::2], mask=wide.mask[:, ::2])
         calls.append(loss_call(sliced, "every second column of [5, 16]", reduction="seq_mean"))
     return calls

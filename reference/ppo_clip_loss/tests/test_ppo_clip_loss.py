@@ -255,7 +255,11 @@ def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> 
 
 
 def test_ratio_clipfrac_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:
+    """Charged in the check of its clause and in the toys whose clipfrac curves it visibly changes (the sweep's
+    and the reused batch's), nowhere else."""
     report = graded["omar_ratio_clipfrac"]
     lost = {c["id"] for c in checks_of(report).values() if c["score"] < c["max_score"]}
-    assert lost == {"clipfrac_sign"}
+    assert lost == {"clipfrac_sign", "sweep_clipfrac", "epochs_clipfrac"}
+    (misreading,) = [m for m in Problem(PROBLEM).misconceptions if m.id == "clipfrac_from_ratio_alone"]
+    assert lost == set(misreading.owners)
     assert report["diagnosis"][0]["id"] == "clipfrac_from_ratio_alone"
