@@ -100,7 +100,8 @@ def test_grad_flow_fails_a_gradient_that_is_not_its_inputs_shape() -> None:
     copied = {"grads": {"logp": torch.tensor([3.0, 1.0, 2.0]), "old_logp": None}}
     mismatch = compare_grads(copied, want, ["grad_flow"], TOLERANCES)
     assert mismatch is not None and "shape" in mismatch.message
-    assert compare_grads({"grads": {"logp": torch.ones(1, 2), "old_logp": None}}, want, ["grad_flow"], TOLERANCES) is None
+    own_shape = {"grads": {"logp": torch.ones(1, 2), "old_logp": None}}
+    assert compare_grads(own_shape, want, ["grad_flow"], TOLERANCES) is None
 
 
 def test_a_constant_answer_keys_alike_at_every_shape() -> None:

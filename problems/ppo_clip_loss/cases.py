@@ -10,7 +10,7 @@ cases of two seeds differ in every call while each case keeps its edge.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -603,14 +603,15 @@ def extreme_log_probs(g: torch.Generator) -> list[Call]:
     return calls
 
 
-# [B, L] of the calls a check judges on how they answer rather than on values: drawn from a range no other
-# check's batches reach, so that no answer of a public call has the shapes of a graded one; L > B, never square.
-ANSWERING_ROWS, ANSWERING_COLS = (7, 64), (9, 128)
+# [B, L] of the calls a check judges on how they answer rather than on values: B >= 7, which no other public
+# check's batches reach, L > B (never square) and B * L <= 400, one shape per check and seed, so that the graded
+# seeds' shapes are none of the public seed's (a test keeps it so) and no answer of a public call fits a graded one.
+ANSWERING_ROWS, ANSWERING_SIZE = (7, 19), 400
 
 
 def answering_shape(g: torch.Generator) -> tuple[int, int]:
     rows = _randint(g, *ANSWERING_ROWS)
-    return rows, _randint(g, max(ANSWERING_COLS[0], rows + 1), ANSWERING_COLS[1])
+    return rows, _randint(g, rows + 1, ANSWERING_SIZE // rows)
 
 
 def _randint(g: torch.Generator, low: int, high: int) -> int:
@@ -623,7 +624,8 @@ def all_clipped(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype) 
     at = Regions(g, (0.2, 0.2))
     signs = [(1.0, -1.0)[i % 2] for i in range(rows)]
     lengths = [_randint(g, 1, cols - 1) for _ in range(rows)]
-    ratios = [[at.above() if sign > 0 else at.below() for _ in range(n)] for sign, n in zip(signs, lengths)]
+    draws = [at.above if sign > 0 else at.below for sign in signs]
+    ratios = [[draw() for _ in range(n)] for draw, n in zip(draws, lengths, strict=True)]
     return assemble(g, [_advantage(g, sign) for sign in signs], ratios, cols, dtype, scatter=True)
 
 
@@ -631,14 +633,15 @@ def stop_gradient(g: torch.Generator) -> list[Call]:
     """Each ordinary batch is grouped with one whose every token is clipped, where logp too receives no gradient:
     an answer whose gradient reaches logp whatever the inputs (the input echoed back) fails its group."""
     grad = ("logp", "old_logp", "advantages")
+    shape = answering_shape(g)
     calls = []
     for dtype in DTYPES:
         for reduction in ("token_mean", "seq_mean"):
             group = f"stop-gradient {_name(dtype)} {reduction}"
-            ordinary = random_batch(g, answering_shape(g), dtype, (0.2, 0.2), None)
+            ordinary = random_batch(g, shape, dtype, (0.2, 0.2), None)
             calls.append(loss_call(ordinary, "logp, old_logp and advantages all require grad", reduction=reduction,
                                    grad=grad, group=group))
-            clipped = all_clipped(g, answering_shape(g), dtype)
+            clipped = all_clipped(g, (_randint(g, 3, 6), _randint(g, 7, 10)), dtype)
             calls.append(loss_call(clipped, "every token clipped, so no input receives gradient",
                                    reduction=reduction, grad=grad, group=group))
     return calls
@@ -729,6 +732,7 @@ def value_errors(g: torch.Generator) -> list[Call]:
     ]
     base: dict[str, object] = {**batch.kwargs(), "eps_low": 0.2, "eps_high": 0.2, "dual_clip": None,
                                "reduction": "token_mean"}
+    shape = answering_shape(g)
     calls = []
     # groups in a drawn order, and within each group a drawn order, so that where the raising calls sit says
     # nothing about a graded call
@@ -739,7 +743,7 @@ def value_errors(g: torch.Generator) -> list[Call]:
         ok_label, ok_change = valid[index % len(valid)]
         # the partner's shape is drawn where no public call's is, and its loss must carry logp's graph: an answer
         # copied from a public call cannot be connected to it
-        fresh = _small(g, F32, dual_clip=3.0, shape=answering_shape(g))
+        fresh = _small(g, F32, dual_clip=3.0, shape=shape)
         good = Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid",
                     requires_grad=("logp",), backward=True, group=group).as_partner()
         calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]

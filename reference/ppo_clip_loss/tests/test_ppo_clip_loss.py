@@ -147,6 +147,28 @@ def test_random_background_leaves_other_clauses_neutral(problem: Problem) -> Non
             assert kw["dual_clip"] is None and float(ratio.max()) < 3.0, f"{check.id}, {call.label}"
 
 
+@pytest.mark.parametrize(("check_id", "answering"), [("stop_gradient", 4), ("value_errors", 23)])
+def test_calls_judged_on_answering_have_shapes_no_public_call_has(
+    problem: Problem, check_id: str, answering: int
+) -> None:
+    """The ordinary half of a stop-gradient group and a validation error's partner are judged on how they answer:
+    on every grading seed their logp has a shape that no public call's has, so no public answer fits them."""
+    public = {
+        tuple(call.kwargs["logp"].shape)
+        for check in problem.spec.checks
+        if check.cases and check.public
+        for call in _calls(problem, check, problem.spec.public_seed)
+        if isinstance(call.kwargs.get("logp"), torch.Tensor)
+    }
+    (check,) = [c for c in problem.spec.checks if c.id == check_id]
+    for seed in problem.grading_seeds:
+        shapes = [
+            tuple(call.kwargs["logp"].shape) for call in _calls(problem, check, seed) if "logp" in call.requires_grad
+        ]
+        judged = [shape for shape in shapes if shape[0] >= 7]
+        assert len(judged) == answering and not set(judged) & public, f"seed {seed}: {sorted(set(judged) & public)}"
+
+
 @pytest.mark.parametrize("check_id", ["empty_mask", "value_errors"])
 def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Problem, check_id: str) -> None:
     (check,) = [c for c in problem.spec.checks if c.id == check_id]
