@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.judge.cases import PARTNER_ASPECTS, Call
-from grader.judge.checks import CaseOutcome, Tally, check_differential, check_experiment
+from grader.judge.checks import CaseOutcome, CheckRun, Tally, check_differential, check_experiment
 from grader.judge.compare import (
     NO_RESPONSE,
     Mismatch,
@@ -26,6 +26,7 @@ from grader.judge.diagnosis import Credit
 from grader.judge.expectations import Expectations, in_float32
 from grader.judge.experiment import PartResult
 from grader.judge.failures import LearnerFailure
+from grader.judge.grading import _contradictions
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import Aspect, DifferentialCheck, ExperimentCheck, FunctionSpec, Tolerance
@@ -91,6 +92,16 @@ def test_grad_flow_judges_where_gradient_reaches_never_its_values() -> None:
     leak = compare_grads(leaks, want, ["grad_flow"], TOLERANCES)
     assert leak is not None and "stop-gradient" in leak.message
     assert compare_grads({"grads": {"logp": None, "old_logp": None}}, want, ["grad_flow"], TOLERANCES) is not None
+
+
+def test_grad_flow_fails_a_gradient_that_is_not_its_inputs_shape() -> None:
+    """Autograd gives an input a gradient of its own shape: one of another shape was answered for another call."""
+    want = {"grads": {"logp": torch.tensor([[1.0, 2.0]]), "old_logp": None}}
+    copied = {"grads": {"logp": torch.tensor([3.0, 1.0, 2.0]), "old_logp": None}}
+    mismatch = compare_grads(copied, want, ["grad_flow"], TOLERANCES)
+    assert mismatch is not None and "shape" in mismatch.message
+    own_shape = {"grads": {"logp": torch.ones(1, 2), "old_logp": None}}
+    assert compare_grads(own_shape, want, ["grad_flow"], TOLERANCES) is None
 
 
 def test_a_constant_answer_keys_alike_at_every_shape() -> None:
@@ -180,6 +191,27 @@ def test_a_partner_call_is_judged_on_answering_not_on_its_values() -> None:
         return _tensor(torch.zeros(0, dtype=torch.float64)) if call.label == "empty" else _tensor(x[:1] * 2)
 
     assert _verdicts(_Context([edge, partner], want, wrong_shape), check)[1] == Verdict.FAIL
+
+
+class _Misread(_Context):
+    """A context whose one known misreading answers every call as the learner does."""
+
+    def misconception_observations(self, check: Any, index: int) -> dict[str, dict[str, Any]]:
+        return {"m": {**self.answer(self.calls[index]), "inputs_after": dict(self.calls[index].kwargs)}}
+
+
+def test_a_partner_passed_as_the_misreading_answers_it_does_not_contradict_the_misreading() -> None:
+    """A learner who holds a misreading passes its partner calls as that misreading does: judged on the aspects the
+    partner is judged on, the misreading passes them too, so they are no evidence that the learner does not hold it."""
+    x = torch.randn(3, dtype=torch.float64)
+    edge = Call("f", {"x": torch.zeros(0, dtype=torch.float64)}, "empty", group="pair")
+    partner = Call("f", {"x": x}, "partner", group="pair").as_partner()
+    want = [_tensor(torch.zeros(0, dtype=torch.float64)), _tensor(x * 2)]
+    check = _check(["type", "shape", "dtype", "values"])
+    ctx = _Misread([edge, partner], want, lambda call: _tensor(call.kwargs["x"] * 5))
+    run = CheckRun(check, 0.0, check_differential(ctx, check))  # type: ignore[arg-type]
+    assert [case.passed for case in run.tally.outcomes] == [True, True]  # type: ignore[union-attr]
+    assert _contradictions(ctx, [run], {"m"}) == {"m": 0}  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- toys own their phenomena

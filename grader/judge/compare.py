@@ -392,6 +392,12 @@ def compare_grads(
 def _grad_flow(name: str, got: torch.Tensor | None, want: torch.Tensor | None) -> Mismatch | None:
     """Which inputs a gradient reaches, whatever its values: an input the expected side gives none (or only
     zeros) must receive none, and one it gives a nonzero gradient must receive one."""
+    if got is not None and want is not None and got.shape != want.shape:
+        # autograd gives an input a gradient of its own shape: this one was answered for another call
+        return Mismatch.of(
+            f"{name}: gradient of shape {tuple(got.shape)} for an input of shape {tuple(want.shape)}",
+            f"{name}: the gradient's shape differs from the input's",
+        )
     stopped = want is None or not bool((want != 0).any())
     reached = got is not None and bool((got != 0).any())
     if stopped and reached:

@@ -241,8 +241,10 @@ def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: s
                 try:
                     # at the tolerance the learner's case passed at: float64 at float32's outside strict checks
                     lower = context.expected_float32(run.check, index, call)
+                    # on the aspects the case was judged on: a partner call answers, its values are not its check's
+                    aspects = call.aspects(run.check.compare)
                     verdict = judge_case(
-                        call.function, call.kwargs, theirs[mid], want, run.check.compare, tolerances, lower=lower
+                        call.function, call.kwargs, theirs[mid], want, aspects, tolerances, lower=lower
                     ).verdict
                 except AssertionError:  # the misreading raised where the check expects no exception
                     verdict = Verdict.FAIL

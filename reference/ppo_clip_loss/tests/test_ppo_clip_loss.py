@@ -147,6 +147,28 @@ def test_random_background_leaves_other_clauses_neutral(problem: Problem) -> Non
             assert kw["dual_clip"] is None and float(ratio.max()) < 3.0, f"{check.id}, {call.label}"
 
 
+@pytest.mark.parametrize(("check_id", "answering"), [("stop_gradient", 4), ("value_errors", 23)])
+def test_calls_judged_on_answering_have_shapes_no_public_call_has(
+    problem: Problem, check_id: str, answering: int
+) -> None:
+    """The ordinary half of a stop-gradient group and a validation error's partner are judged on how they answer:
+    on every grading seed their logp has a shape that no public call's has, so no public answer fits them."""
+    public = {
+        tuple(call.kwargs["logp"].shape)
+        for check in problem.spec.checks
+        if check.cases and check.public
+        for call in _calls(problem, check, problem.spec.public_seed)
+        if isinstance(call.kwargs.get("logp"), torch.Tensor)
+    }
+    (check,) = [c for c in problem.spec.checks if c.id == check_id]
+    for seed in problem.grading_seeds:
+        shapes = [
+            tuple(call.kwargs["logp"].shape) for call in _calls(problem, check, seed) if "logp" in call.requires_grad
+        ]
+        judged = [shape for shape in shapes if shape[0] >= 7]
+        assert len(judged) == answering and not set(judged) & public, f"seed {seed}: {sorted(set(judged) & public)}"
+
+
 @pytest.mark.parametrize("check_id", ["empty_mask", "value_errors"])
 def test_constant_answers_share_a_group_with_an_input_dependent_one(problem: Problem, check_id: str) -> None:
     (check,) = [c for c in problem.spec.checks if c.id == check_id]
@@ -170,15 +192,15 @@ def test_reference_series_cover_every_check_and_plot(problem: Problem, reference
 
 def test_sweep_is_flat_where_a_clip_binds(reference_toy: dict[str, torch.Tensor]) -> None:
     r = reference_toy["sweep_ratio"]
-    above, below, capped = r > 1.28, r < 0.8, r > 3.0
+    above, below = r > 1.2, r < 0.8
     loss_pos, loss_neg = reference_toy["sweep_loss_pos"], reference_toy["sweep_loss_neg"]
-    assert above.any() and below.any() and capped.any()
-    torch.testing.assert_close(loss_pos[above], torch.full_like(r[above], -1.28))
+    assert above.any() and below.any() and float(r.max()) < 3.0  # no ratio a cap left on at 3 would reach
+    torch.testing.assert_close(loss_pos[above], torch.full_like(r[above], -1.2))
     torch.testing.assert_close(loss_pos[~above], -r[~above])
     torch.testing.assert_close(loss_neg[below], torch.full_like(r[below], 0.8))
-    torch.testing.assert_close(loss_neg[capped], torch.full_like(r[capped], 3.0))
+    torch.testing.assert_close(loss_neg[~below], r[~below])
     assert bool((reference_toy["sweep_grad_pos"][above] == 0).all())
-    assert bool((reference_toy["sweep_grad_neg"][below | capped] == 0).all())
+    assert bool((reference_toy["sweep_grad_neg"][below] == 0).all())
     assert torch.equal(reference_toy["sweep_clipfrac_pos"], above.to(torch.float64))
     assert torch.equal(reference_toy["sweep_clipfrac_neg"], below.to(torch.float64))
 
@@ -255,7 +277,11 @@ def test_correct_sample_scores_full_marks(graded: dict[str, dict[str, Any]]) -> 
 
 
 def test_ratio_clipfrac_sample_is_charged_once_and_named(graded: dict[str, dict[str, Any]]) -> None:
+    """Charged in the check of its clause and in the toys whose clipfrac curves it visibly changes (the sweep's
+    and the reused batch's), nowhere else."""
     report = graded["omar_ratio_clipfrac"]
     lost = {c["id"] for c in checks_of(report).values() if c["score"] < c["max_score"]}
-    assert lost == {"clipfrac_sign"}
+    assert lost == {"clipfrac_sign", "sweep_clipfrac", "epochs_clipfrac"}
+    (misreading,) = [m for m in Problem(PROBLEM).misconceptions if m.id == "clipfrac_from_ratio_alone"]
+    assert lost == set(misreading.owners)
     assert report["diagnosis"][0]["id"] == "clipfrac_from_ratio_alone"
