@@ -17,6 +17,7 @@ from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
 from grader.judge.checks import READS_ANSWERS, CaseOutcome, CheckRun, run_check
+from grader.judge.combinations import case_points, explain_combined
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
@@ -168,6 +169,10 @@ def _judge(
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
     contradicted = _contradictions(context, runs.values(), candidates(failing))
+    if explain_combined(context, list(runs.values()), problem.misconceptions, contradicted):
+        failing = _failing_cases(runs.values())
+        joined = candidates(failing) - set(contradicted)  # members that explained nothing alone
+        contradicted = {**contradicted, **_contradictions(context, runs.values(), joined)}
     findings = diagnose(failing, problem.misconceptions, contradicted)
     supervisor.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
     visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
@@ -239,8 +244,6 @@ def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: s
             theirs = context.misconception_observations(run.check, index)
             for mid in suspects:
                 try:
-                    # at the tolerance the learner's case passed at: float64 at float32's outside strict checks
-                    lower = context.expected_float32(run.check, index, call)
                     verdict = judge_case(
                         call.function, call.kwargs, theirs[mid], want, run.check.compare, tolerances, lower=lower
                     ).verdict
@@ -257,10 +260,10 @@ def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -
 
 def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
     return [
-        Explained(run.check.id, (*case.explained_by, *case.fails_like), case.fails_like, case.form_only)
+        Explained(run.check.id, (*case.explained_by, *case.fails_like), case.fails_like, case.form_only, points)
         for run in runs
         if run.tally is not None
-        for case in run.tally.outcomes
+        for case, points in zip(run.tally.outcomes, case_points(run), strict=True)
         if not case.passed
     ]
 

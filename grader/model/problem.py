@@ -7,14 +7,14 @@ import importlib.util
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from grader.judge.cases import CaseGenerator
-from grader.model.known_wrong import KnownWrong, load_declaration, materialize
+from grader.model.known_wrong import KnownWrong, combined, load_declaration, materialize
 from grader.model.misconceptions import Misconception, load_misconceptions
 from grader.model.ports import Port, load_ports
 from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
@@ -110,6 +110,17 @@ class Problem:
         module = load_module(
             f"paperleet_wrong_{self.id}_{misconception.id}", self.known_wrong_file(misconception.solution)
         )
+        return {f.name: getattr(module, f.name) for f in self.spec.functions}
+
+    def combination_functions(self, misconceptions: Sequence[Misconception]) -> dict[str, Callable[..., Any]] | None:
+        """The contract functions of one solution that holds every one of `misconceptions` at once (trusted code),
+        or None when their solutions' edits cannot be made in one file."""
+        self.known_wrong()  # the solutions' declarations are checked, and their edits with them
+        stems = tuple(Path(m.solution).stem for m in misconceptions)
+        path = combined(self.id, self.reference_dir, stems)
+        if path is None:
+            return None
+        module = load_module(f"paperleet_wrong_{self.id}_{'__'.join(m.id for m in misconceptions)}", path)
         return {f.name: getattr(module, f.name) for f in self.spec.functions}
 
     @cached_property

@@ -52,7 +52,12 @@ def _drawn_previews(problem: Problem, reference_series: Callable[[], dict[str, t
         series = reference_series()
         with tempfile.TemporaryDirectory(prefix="paperleet-previews-") as tmp:
             written = draw(
-                problem.spec.plots, series, Path(tmp), note="reference preview", reference=True, timeout_s=PREVIEW_TIMEOUT_S
+                problem.spec.plots,
+                series,
+                Path(tmp),
+                note="reference preview",
+                reference=True,
+                timeout_s=PREVIEW_TIMEOUT_S,
             )
             drawn = {file: (Path(tmp) / file).read_bytes() for file in written}
         if len(drawn) == len(problem.spec.plots):
