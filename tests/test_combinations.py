@@ -10,9 +10,9 @@ import torch
 
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome, CheckRun, Tally
-from grader.judge.combinations import MAX_VARIANTS, case_points, explain_combined
+from grader.judge.combinations import MAX_VARIANTS, case_points, find_combined, record
 from grader.judge.compare import Mismatch, Outcome
-from grader.judge.diagnosis import Explained, diagnose
+from grader.judge.diagnosis import Credit, Explained, diagnose, follow_through
 from grader.model.known_wrong import combined
 from grader.model.misconceptions import Misconception
 from grader.model.spec import CheckSpec, DifferentialCheck, Tolerance
@@ -111,9 +111,11 @@ def test_failures_no_misreading_explains_alone_are_explained_by_their_pair() -> 
     precision = CheckRun(_check("precision"), 0.0, Tally([_failing(0, ("float32",))]))
     constant = CheckRun(_check("constant", 8.0), 0.0, Tally([_failing(0), _failing(1), _failing(2, ("constant",))]))
     context = FakeContext()
-    found = explain_combined(context, [precision, constant], [DDOF, CONSTANT, FLOAT32], {})
-    assert found == [("float32", "constant")]  # the one explaining more points alone first
+    found = find_combined(context, [precision, constant], [DDOF, CONSTANT, FLOAT32], {})
+    assert [c.ids for c in found] == [("float32", "constant")]  # the one explaining more points alone first
     assert constant.tally is not None
+    before = list(constant.tally.outcomes)
+    undo = record(found)
     assert [case.explained_by for case in constant.tally.outcomes] == [
         ("float32", "constant"),
         ("float32", "constant"),
@@ -129,10 +131,23 @@ def test_failures_no_misreading_explains_alone_are_explained_by_their_pair() -> 
         for case, points in zip(run.tally.outcomes, case_points(run), strict=True)
     ]
     assert {f.misconception.id for f in diagnose(failing, [DDOF, CONSTANT, FLOAT32])} == {"constant", "float32"}
+    undo()
+    assert constant.tally.outcomes == before and [c.explained_by for c in constant.tally.outcomes][0] == ()
 
 
 def test_nothing_is_run_when_every_failure_is_explained_alone() -> None:
     run = CheckRun(_check("precision"), 0.0, Tally([_failing(0, ("float32",))]))
     context = FakeContext()
-    assert explain_combined(context, [run], [FLOAT32, CONSTANT], {}) == []
+    assert find_combined(context, [run], [FLOAT32, CONSTANT], {}) == []
     assert context.ran == []
+
+
+def test_a_misreading_named_for_its_owners_alone_charges_there_and_carries_nothing() -> None:
+    failing = [Explained("precision", ("float32",)), Explained("oracle", ("float32",))]
+    failing += [Explained("constant", ("constant",)) for _ in range(8)]
+    found = {f.misconception.id: f for f in diagnose(failing, [FLOAT32, CONSTANT])}
+    assert found["float32"].held_back and not found["constant"].held_back  # 2 of 10 failing cases, 8 of 10
+    credit = Credit({"float32": FLOAT32, "constant": CONSTANT}, held_back=frozenset({"float32"}))
+    assert follow_through("oracle", "T1", ("float32",), (), False, credit) is None
+    assert follow_through("oracle", "T1", ("float32", "constant"), (), False, credit) is None  # not through another
+    assert follow_through("oracle", "T1", ("constant",), (), False, credit) == "constant"

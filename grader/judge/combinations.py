@@ -13,7 +13,7 @@ cases still unexplained; and no more than `MAX_VARIANTS` combinations run in one
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -69,14 +69,23 @@ def case_points(run: CheckRun) -> list[float]:
     return [worth[id(case)] for case in run.tally.outcomes]
 
 
-def explain_combined(
+@dataclass(frozen=True)
+class Combined:
+    """A combination that explains some failing cases no single misreading explains: (run, case, answered alike)
+    for each, failing alike where not answered alike."""
+
+    ids: tuple[str, ...]
+    cases: tuple[tuple[CheckRun, int, bool], ...]
+
+
+def find_combined(
     context: Combining,
     runs: Sequence[CheckRun],
     misconceptions: Sequence[Misconception],
     contradicted: Mapping[str, int],
-) -> list[tuple[str, ...]]:
-    """Match the failing cases no single misreading explains against combinations of misreadings, and record each
-    match in the case's outcome (`explained_by`, `fails_like`) as its members; the combinations that matched."""
+) -> list[Combined]:
+    """The combinations that explain the failing cases no single misreading explains, most points first, each
+    with the cases it explains that the ones before it leave unexplained."""
     open_cases = _open_cases(runs)
     if not open_cases:
         return []
@@ -94,9 +103,13 @@ def explain_combined(
             budget -= 1
             ids = tuple(sorted((*pair.ids, third), key=candidates.index))
             found += _greedy([_match(context, open_cases, ids, left)], open_cases, left)
-    for match in found:
-        _record(open_cases, match)
-    return [match.ids for match in found]
+    return [
+        Combined(
+            match.ids,
+            tuple((open_cases[p].run, open_cases[p].index, p in match.answers) for p in sorted(match.explained)),
+        )
+        for match in found
+    ]
 
 
 def _open_cases(runs: Sequence[CheckRun]) -> list[Open]:
@@ -191,17 +204,25 @@ def _outcome(case: Open) -> CaseOutcome:
     return case.run.tally.outcomes[case.index]
 
 
-def _record(open_cases: list[Open], match: Match) -> None:
-    """Each case the combination explains counts as explained by each of its members."""
-    for position in match.explained:
-        case = open_cases[position]
-        assert case.run.tally is not None
-        outcome = _outcome(case)
-        answered = position in match.answers
-        case.run.tally.outcomes[case.index] = replace(
-            outcome,
-            explained_by=tuple(dict.fromkeys((*outcome.explained_by, *match.ids)))
-            if answered
-            else outcome.explained_by,
-            fails_like=outcome.fails_like if answered else tuple(dict.fromkeys((*outcome.fails_like, *match.ids))),
-        )
+def record(combined: Sequence[Combined]) -> Callable[[], None]:
+    """Count each case a combination explains as explained by each of its members, in the case's outcome
+    (`explained_by`, or `fails_like` when it fails alike); what is returned puts the outcomes back."""
+    kept: list[tuple[list[CaseOutcome], int, CaseOutcome]] = []
+    for match in combined:
+        for run, index, answered in match.cases:
+            assert run.tally is not None
+            outcomes = run.tally.outcomes
+            outcome = outcomes[index]
+            kept.append((outcomes, index, outcome))
+            if answered:
+                outcomes[index] = replace(
+                    outcome, explained_by=tuple(dict.fromkeys((*outcome.explained_by, *match.ids)))
+                )
+            else:
+                outcomes[index] = replace(outcome, fails_like=tuple(dict.fromkeys((*outcome.fails_like, *match.ids))))
+
+    def undo() -> None:
+        for outcomes, index, outcome in reversed(kept):
+            outcomes[index] = outcome
+
+    return undo

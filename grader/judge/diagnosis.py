@@ -32,7 +32,8 @@ from grader.model.misconceptions import Misconception
 MIN_SHARE = 0.25
 # A misreading explaining a smaller share is named still when it explains this share of the failing cases of the
 # checks that own it: a port that departs in four places loses most cases to one departure, and the others are
-# real departures all the same, each seen where its own clause is tested.
+# real departures all the same, each seen where its own clause is tested. Named so, it is charged in its owners
+# but carries nothing forward (it is *held back*): too few failures are its own to say what else it caused.
 OWNER_SHARE = 0.5
 
 
@@ -59,6 +60,7 @@ class Finding:
     owners_charged: tuple[str, ...]  # the owner checks where it explains a failing case
     cases_contradicted: int = 0  # passing cases where this misreading would have failed
     points_explained: float = 0.0  # the points of the failing cases it explains
+    held_back: bool = False  # named for its owner checks alone: it carries no case forward
 
 
 def diagnose(
@@ -77,10 +79,12 @@ def diagnose(
         explained, against = len(touched), contradicted.get(misconception.id, 0)
         in_owners = [case for case in failing if case.check in misconception.owners]
         owned = sum(case.check in misconception.owners for case in touched)
-        shared = explained >= MIN_SHARE * len(failing) or owned >= OWNER_SHARE * len(in_owners)
-        if owners_charged and shared and explained > against:
+        carries = explained >= MIN_SHARE * len(failing)
+        if owners_charged and (carries or owned >= OWNER_SHARE * len(in_owners)) and explained > against:
             points = sum(case.points for case in touched)
-            findings.append(Finding(misconception, explained, len(failing), checks, owners_charged, against, points))
+            findings.append(
+                Finding(misconception, explained, len(failing), checks, owners_charged, against, points, not carries)
+            )
     order = {m.id: i for i, m in enumerate(misconceptions)}
     average = sum(case.points for case in failing) / len(failing) if failing else 0.0
     explains = {
@@ -116,18 +120,23 @@ VALUE_TIERS = frozenset({"T1", "T2", "T3"})
 @dataclass(frozen=True)
 class Credit:
     """What follow-through may carry in one grade: the charged misconceptions, those the learner is faithful to
-    (whose failures carry too), and those charged only through a result's form."""
+    (whose failures carry too), those charged only through a result's form, and those held back (see
+    `OWNER_SHARE`), which carry nothing and stop any other from carrying a case they explain."""
 
     charged: Mapping[str, Misconception]
     faithful: frozenset[str] = frozenset()
     form_charged: frozenset[str] = frozenset()
+    held_back: frozenset[str] = frozenset()
 
 
 NO_CREDIT = Credit({})
 
 
 def credit_for(
-    failing: list[Explained], charged: Mapping[str, Misconception], contradicted: Mapping[str, int]
+    failing: list[Explained],
+    charged: Mapping[str, Misconception],
+    contradicted: Mapping[str, int],
+    held_back: frozenset[str] = frozenset(),
 ) -> Credit:
     """The credit a grade's charged misconceptions carry, from every failing case of the grade."""
     faithful = frozenset(
@@ -142,7 +151,7 @@ def credit_for(
             if case.check in misconception.owners and mid in case.misconceptions
         )
     )
-    return Credit(charged, faithful, form_charged)
+    return Credit(charged, faithful, form_charged, held_back)
 
 
 def follow_through(
@@ -155,13 +164,13 @@ def follow_through(
 ) -> str | None:
     """The charged misconception that carries this failing case of `check` forward, if any.
 
-    None when a charged misconception that explains the case owns the check (it charges the case there); else the
-    first whose answer the case matches (one charged by form only, in a value tier, when the case fails by form
-    only), else the first the case fails like, when the learner is faithful to it and it is not one of form in a
-    value tier."""
+    None when a charged misconception that explains the case owns the check (it charges the case there) or is held
+    back; else the first whose answer the case matches (one charged by form only, in a value tier, when the case
+    fails by form only), else the first the case fails like, when the learner is faithful to it and it is not one
+    of form in a value tier."""
     charged = credit.charged
     explaining = [mid for mid in (*answers, *failures) if mid in charged]
-    if any(check in charged[mid].owners for mid in explaining):
+    if any(check in charged[mid].owners or mid in credit.held_back for mid in explaining):
         return None
     value_tier = tier in VALUE_TIERS
     for mid in answers:
