@@ -3,16 +3,20 @@ that matches failures no one misreading explains against it, and the cover that 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
+from pydantic import ValidationError
 
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome, CheckRun, Tally
 from grader.judge.combinations import MAX_VARIANTS, case_points, find_combined, record
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import Credit, Explained, diagnose, follow_through
+from grader.model.generic import CATALOGUE
 from grader.model.known_wrong import combined
 from grader.model.misconceptions import Misconception
 from grader.model.spec import CheckSpec, DifferentialCheck, Tolerance
@@ -151,3 +155,42 @@ def test_a_misreading_named_for_its_owners_alone_charges_there_and_carries_nothi
     assert follow_through("oracle", "T1", ("float32",), (), False, credit) is None
     assert follow_through("oracle", "T1", ("float32", "constant"), (), False, credit) is None  # not through another
     assert follow_through("oracle", "T1", ("constant",), (), False, credit) == "constant"
+
+
+def test_members_of_a_combination_are_named_together() -> None:
+    # constant explains most alone; three cases only float32 and constant held together explain
+    failing = [Explained("constant", ("constant",)) for _ in range(6)]
+    failing += [Explained("precision", ("constant", "float32"), together=("constant", "float32")) for _ in range(3)]
+    found = [f.misconception.id for f in diagnose(failing, [CONSTANT, FLOAT32])]
+    assert found == ["constant", "float32"]
+    alone = [*failing[:6], *[Explained("precision", ("constant", "float32")) for _ in range(3)]]
+    assert [f.misconception.id for f in diagnose(alone, [CONSTANT, FLOAT32])] == ["constant"]  # it adds nothing
+
+
+@pytest.mark.parametrize("generic", sorted(CATALOGUE))
+def test_a_generic_explanation_is_short(generic: str) -> None:
+    text = CATALOGUE[generic].explanation  # type: ignore[index]
+    assert len(text) < 400 and 1 <= len(re.findall(r"[.!?](?=\s|$)", text)) <= 2
+
+
+def test_float32_arithmetic_rounds_float64_inputs_and_hands_back_float64() -> None:
+    def scale(x: torch.Tensor, k: float) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * k, (x * k).sum()
+
+    x = torch.tensor([0.1], dtype=torch.float64, requires_grad=True)
+    y, total = CATALOGUE["float32_arithmetic"].transform(scale)(x=x, k=1.0)
+    assert y.dtype == torch.float64 and total.dtype == torch.float64
+    assert y.item() != 0.1 and y.item() == float(torch.tensor(0.1, dtype=torch.float32))
+    total.backward()  # the gradient reaches the float64 input through the rounding
+    assert x.grad is not None and x.grad.dtype == torch.float64
+    same = CATALOGUE["float32_arithmetic"].transform(scale)(x=x.detach().float(), k=3.0)[0]
+    assert same.dtype == torch.float32  # a float32 input is left as it is
+    detached = CATALOGUE["outputs_detached"].transform(scale)(x=x, k=3.0)
+    assert not any(t.requires_grad for t in detached) and type(detached) is tuple
+
+
+def test_a_generic_misreading_may_keep_the_stock_explanation() -> None:
+    stock = Misconception(id="f", solution="f.py", owners=["precision"], generic="float32_arithmetic")
+    assert stock.explanation == CATALOGUE["float32_arithmetic"].explanation
+    with pytest.raises(ValidationError):
+        Misconception(id="f", solution="f.py", owners=["precision"])  # a declared one explains itself

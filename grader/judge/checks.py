@@ -78,7 +78,7 @@ class CaseOutcome:
     `explained_by` names the misconceptions whose answer a failing case's answer matches, `fails_like` those that
     fail it the same way (an exception of the same class, a series neither could make); `form_only` says the
     answer differs from the expected one only in form (see `diagnosis`). `answer` keeps a failing case's accepted
-    observation, so that diagnosis can match it against misreadings combined after the check has run.
+    observation, so that diagnosis can match it against misreadings combined after the check has run (`combined`).
     """
 
     label: str
@@ -89,6 +89,7 @@ class CaseOutcome:
     fails_like: tuple[str, ...] = ()
     form_only: bool = False
     answer: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    combined: tuple[str, ...] = ()  # the misreadings held together that explain it, when no one does alone
 
     @property
     def passed(self) -> bool:

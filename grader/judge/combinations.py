@@ -94,7 +94,13 @@ def find_combined(
     left = set(range(len(open_cases)))
     pairs: list[tuple[str, ...]] = [ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone)]
     pairs = pairs[:MAX_VARIANTS]  # each pair holds one misreading that explains something alone
-    found = _greedy([_match(context, open_cases, ids, left) for ids in pairs], open_cases, left)
+    # a combination computed in float32 is matched at float32's precision, whatever the check compares at
+    rounded = {m.id for m in misconceptions if m.generic == "float32_arithmetic"}
+
+    def match(ids: tuple[str, ...]) -> Match:
+        return _match(context, open_cases, ids, left, bool(rounded & set(ids)))
+
+    found = _greedy([match(ids) for ids in pairs], open_cases, left)
     budget = MAX_VARIANTS - len(pairs)
     for pair in list(found) if MAX_SIZE >= 3 else []:
         for third in (mid for mid in candidates if mid not in pair.ids):
@@ -102,7 +108,7 @@ def find_combined(
                 break
             budget -= 1
             ids = tuple(sorted((*pair.ids, third), key=candidates.index))
-            found += _greedy([_match(context, open_cases, ids, left)], open_cases, left)
+            found += _greedy([match(ids)], open_cases, left)
     return [
         Combined(
             match.ids,
@@ -144,8 +150,8 @@ def _candidates(
     contradicted: Mapping[str, int],
 ) -> list[str]:
     """The misreadings worth combining: those that explain most points alone (and fewer passing cases contradict
-    than failing ones it explains), then those that own the checks holding most unexplained points; declaration
-    order breaks ties."""
+    than failing ones it explains), the generic ones, then those that own the checks holding most unexplained
+    points; declaration order breaks ties."""
     order = {m.id: i for i, m in enumerate(misconceptions)}
     explainers = sorted(
         (mid for mid, (_, count) in alone.items() if mid in order and contradicted.get(mid, 0) < count),
@@ -154,15 +160,18 @@ def _candidates(
     unexplained: dict[str, float] = {}
     for case in open_cases:
         unexplained[case.run.check.id] = unexplained.get(case.run.check.id, 0.0) + case.points
+    # a generic misreading (float32 arithmetic, say) combines with any other, whatever their edits
+    generic = [m.id for m in misconceptions if m.generic is not None and m.id not in explainers]
     owning = sorted(
-        (m for m in misconceptions if m.id not in explainers and set(m.owners) & set(unexplained)),
+        (m for m in misconceptions if m.id not in explainers + generic and set(m.owners) & set(unexplained)),
         key=lambda m: (-sum(unexplained.get(owner, 0.0) for owner in m.owners), order[m.id]),
     )
-    return (explainers + [m.id for m in owning])[:CANDIDATES]
+    return (explainers + generic + [m.id for m in owning])[:CANDIDATES]
 
 
-def _match(context: Combining, open_cases: list[Open], ids: tuple[str, ...], left: set[int]) -> Match:
-    """Run one combination on the open cases still unexplained and say which it explains."""
+def _match(context: Combining, open_cases: list[Open], ids: tuple[str, ...], left: set[int], rounded: bool) -> Match:
+    """Run one combination on the open cases still unexplained and say which it explains; `rounded`: it computes
+    in float32, and is matched at float32's precision."""
     answers, failures = set(), set()
     tolerances = context.tolerances()
     for position in sorted(left):
@@ -174,7 +183,7 @@ def _match(context: Combining, open_cases: list[Open], ids: tuple[str, ...], lef
         assert outcome.answer is not None and check.cases is not None
         call = context.cases(check)[case.index]
         aspects = call.aspects(check.compare)
-        lowered = context.expected_float32(check, case.index, call) is not None
+        lowered = rounded or context.expected_float32(check, case.index, call) is not None
         got = outcome.answer
         if same_as(call.function, call.kwargs, got, theirs, aspects, tolerances, lowered):
             answers.add(position)
@@ -214,12 +223,12 @@ def record(combined: Sequence[Combined]) -> Callable[[], None]:
             outcomes = run.tally.outcomes
             outcome = outcomes[index]
             kept.append((outcomes, index, outcome))
+            explained_by, fails_like = outcome.explained_by, outcome.fails_like
             if answered:
-                outcomes[index] = replace(
-                    outcome, explained_by=tuple(dict.fromkeys((*outcome.explained_by, *match.ids)))
-                )
+                explained_by = tuple(dict.fromkeys((*explained_by, *match.ids)))
             else:
-                outcomes[index] = replace(outcome, fails_like=tuple(dict.fromkeys((*outcome.fails_like, *match.ids))))
+                fails_like = tuple(dict.fromkeys((*fails_like, *match.ids)))
+            outcomes[index] = replace(outcome, explained_by=explained_by, fails_like=fails_like, combined=match.ids)
 
     def undo() -> None:
         for outcomes, index, outcome in reversed(kept):

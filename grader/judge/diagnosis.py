@@ -47,6 +47,7 @@ class Explained:
     failures: tuple[str, ...] = ()
     form_only: bool = False
     points: float = 1.0  # what the case costs the learner
+    together: tuple[str, ...] = ()  # misreadings that explain it only when held together (`combinations`)
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,18 @@ def diagnose(
         best = max(pool, key=lambda f: (worth(f, explains[f.misconception.id] - covered), -order[f.misconception.id]))
         if not explains[best.misconception.id] - covered:
             break
-        kept.append(best)
-        covered |= explains[best.misconception.id]
-        pool.remove(best)
+        for finding in [best, *_partners(best, pool, failing)]:
+            kept.append(finding)
+            covered |= explains[finding.misconception.id]
+            pool.remove(finding)
     return sorted(kept, key=lambda f: (-worth(f, explains[f.misconception.id]), order[f.misconception.id]))
+
+
+def _partners(finding: Finding, pool: list[Finding], failing: list[Explained]) -> list[Finding]:
+    """The findings held together with `finding` in a case it explains: a combination explains its cases only
+    with every member named, so they are taken with it."""
+    wanted = {mid for case in failing if finding.misconception.id in case.together for mid in case.together}
+    return [f for f in pool if f.misconception.id in wanted and f is not finding]
 
 
 def candidates(failing: list[Explained]) -> set[str]:

@@ -304,7 +304,14 @@ def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -
 
 def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
     return [
-        Explained(run.check.id, (*case.explained_by, *case.fails_like), case.fails_like, case.form_only, points)
+        Explained(
+            run.check.id,
+            (*case.explained_by, *case.fails_like),
+            case.fails_like,
+            case.form_only,
+            points,
+            case.combined,
+        )
         for run in runs
         if run.tally is not None
         for case, points in zip(run.tally.outcomes, case_points(run), strict=True)
