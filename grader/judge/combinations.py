@@ -111,10 +111,10 @@ def find_combined(
             found += _greedy([match(ids)], open_cases, left)
     return [
         Combined(
-            match.ids,
-            tuple((open_cases[p].run, open_cases[p].index, p in match.answers) for p in sorted(match.explained)),
+            chosen.ids,
+            tuple((open_cases[p].run, open_cases[p].index, p in chosen.answers) for p in sorted(chosen.explained)),
         )
-        for match in found
+        for chosen in found
     ]
 
 
