@@ -26,7 +26,7 @@ from grader.judge.diagnosis import Credit
 from grader.judge.expectations import Expectations, in_float32
 from grader.judge.experiment import PartResult
 from grader.judge.failures import LearnerFailure
-from grader.judge.grading import _contradictions
+from grader.judge.grading import Contradictions
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems
 from grader.model.spec import Aspect, DifferentialCheck, ExperimentCheck, FunctionSpec, Tolerance
@@ -193,8 +193,16 @@ def test_a_partner_call_is_judged_on_answering_not_on_its_values() -> None:
     assert _verdicts(_Context([edge, partner], want, wrong_shape), check)[1] == Verdict.FAIL
 
 
+class _Side:
+    """An expected side: the key under which a batch keeps each misreading's verdicts on the cases."""
+
+
 class _Misread(_Context):
     """A context whose one known misreading answers every call as the learner does."""
+
+    def __init__(self, calls: list[Call], want: list[dict[str, Any]], answer: Any) -> None:
+        super().__init__(calls, want, answer)
+        self.expect = _Side()
 
     def misconception_observations(self, check: Any, index: int) -> dict[str, dict[str, Any]]:
         return {"m": {**self.answer(self.calls[index]), "inputs_after": dict(self.calls[index].kwargs)}}
@@ -211,7 +219,7 @@ def test_a_partner_passed_as_the_misreading_answers_it_does_not_contradict_the_m
     ctx = _Misread([edge, partner], want, lambda call: _tensor(call.kwargs["x"] * 5))
     run = CheckRun(check, 0.0, check_differential(ctx, check))  # type: ignore[arg-type]
     assert [case.passed for case in run.tally.outcomes] == [True, True]  # type: ignore[union-attr]
-    assert _contradictions(ctx, [run], {"m"}) == {"m": 0}  # type: ignore[arg-type]
+    assert Contradictions(ctx, [run]).counted({"m"}) == {"m": 0}  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- toys own their phenomena

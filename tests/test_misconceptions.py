@@ -16,15 +16,16 @@ import torch
 from conftest import ROOT
 
 from grader.judge.cases import Call
-from grader.judge.compare import judge_case
+from grader.judge.compare import fails_alike, judge_case, same_as
 from grader.judge.expectations import Expectations, single_threaded
+from grader.model.generic import CATALOGUE
 from grader.model.problem import Problem, list_problems, load_module
 from grader.model.spec import CheckSpec
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 FIELDS = {"id", "solution", "explanation"}  # the owners are derived: the checks of the clauses it breaks
-OPTIONAL_FIELDS = {"convention"}  # only a misreading that is a library's deliberate convention has one
+OPTIONAL_FIELDS = {"convention", "generic"}  # a library's deliberate convention; a generic misreading it is
 ID_PATTERN = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 MAX_EXPLANATION_CHARS = 400
 # A sentence ends at . ! or ? followed by whitespace or the end; `torch.std` and 1e-6 end none.
@@ -344,3 +345,32 @@ def test_a_convention_names_a_library_the_problem_ports(problem_id: str) -> None
         assert named, f"{misconception.id}: {convention.library!r} names none of the ported {sorted(libraries)}"
         sentence = convention.sentence()
         assert sentence.startswith(convention.library) and "this statement" in sentence
+
+
+GENERIC = [(p, m) for p, m in DECLARED if _entry(p, m).get("generic")]
+
+
+@pytest.mark.parametrize(("problem_id", "misconception_id"), GENERIC, ids=[f"{p}:{m}" for p, m in GENERIC])
+def test_a_generic_misreading_transform_behaves_as_its_solution_in_its_owner_checks(
+    problem_id: str, misconception_id: str
+) -> None:
+    """Its transform stands in for its solution's edits wherever it is held together with another misreading."""
+    problem = _problem(problem_id)
+    (misconception,) = [m for m in problem.misconceptions if m.id == misconception_id]
+    assert misconception.generic is not None
+    transform = CATALOGUE[misconception.generic].transform
+    wrapped = {name: transform(function) for name, function in problem.reference.items()}
+    solution = _solution_functions(problem, misconception.solution)
+    rounded = misconception.generic == "float32_arithmetic"  # matched at float32's precision, as diagnosis does
+    owned = [case for case in _public_cases(problem_id) if case.check.id in misconception.owners]
+    assert owned, f"{misconception_id}: no public case of its owners {misconception.owners}"
+    for case in owned:
+        call = case.call
+        aspects = call.aspects(case.check.compare)
+        mine, theirs = _observe(wrapped, call), _observe(solution, call)
+        if "raised" in mine or "raised" in theirs:
+            assert mine.get("raised", {}).get("type") == theirs.get("raised", {}).get("type"), call.label
+            continue
+        alike = same_as(call.function, call.kwargs, mine, theirs, aspects, problem.tolerances, rounded)
+        # or both fail backward the same way (a result cut from the graph has nothing to differentiate)
+        assert alike or fails_alike(call.function, call.kwargs, mine, theirs, aspects, problem.tolerances), call.label

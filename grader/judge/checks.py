@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -77,7 +77,8 @@ class CaseOutcome:
 
     `explained_by` names the misconceptions whose answer a failing case's answer matches, `fails_like` those that
     fail it the same way (an exception of the same class, a series neither could make); `form_only` says the
-    answer differs from the expected one only in form (see `diagnosis`).
+    answer differs from the expected one only in form (see `diagnosis`). `answer` keeps a failing case's accepted
+    observation, so that diagnosis can match it against misreadings combined after the check has run (`combined`).
     """
 
     label: str
@@ -87,6 +88,8 @@ class CaseOutcome:
     explained_by: tuple[str, ...] = ()
     fails_like: tuple[str, ...] = ()
     form_only: bool = False
+    answer: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    combined: tuple[str, ...] = ()  # the misreadings held together that explain it, when no one does alone
 
     @property
     def passed(self) -> bool:
@@ -308,8 +311,9 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
                 call.kwargs, got, ctx.expected(check, index, call), aspects, tolerances
             )
         # a tainted answer's failure is told as a hidden case's would be: its text is the learner's own
+        kept = got if outcome.verdict != Verdict.PASS and not isinstance(got, LearnerFailure) else None
         outcomes[index] = CaseOutcome(
-            call.label, call.hidden or tainted, outcome, call.group, explained, failed_alike, form_only
+            call.label, call.hidden or tainted, outcome, call.group, explained, failed_alike, form_only, kept
         )
     if len(outcomes) < len(calls):
         # the worker hung or the budget ran out: one hang is enough evidence, the rest are not run

@@ -181,3 +181,12 @@ class CheckContext:
 
     def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
         return self.expect.misconception_series()
+
+    def combination_observation(self, check: CheckSpec, index: int, ids: tuple[str, ...]) -> dict[str, Any] | None:
+        """One solution holding every misreading `ids` on case `index`, where the expected side can run it (the
+        learner pack holds no known-wrong code): None when it cannot, or when their edits do not combine."""
+        combine = getattr(self.expect, "combination_observation", None)
+        if check.cases is None or combine is None:
+            return None
+        found: dict[str, Any] | None = combine(ids, check.cases, index)
+        return found

@@ -5,8 +5,10 @@ explanation and the known-wrong solution that embodies it. The checks that own i
 solution declares it breaks (its `breaks`), so a misreading's owners are declared once, as clauses. The judge
 computes what each of those solutions does on every case (trusted side, cached like the expectations). A failing
 case is *explained* by a misconception when the learner's observation matches that solution's on the aspects the
-check compares. A misconception is *charged* when it explains a failing case of one of its owner checks; the
-report's diagnosis lists the charged ones, the one explaining most failing cases first.
+check compares, alone or held together with one or two others (`combinations`). A misconception is *charged* when
+it explains a failing case of one of its owner checks. The report's diagnosis is the smallest set of charged
+misconceptions found greedily that explains the failing cases, the one explaining most points first; a case's
+*points* are its check's points shared among the check's cases.
 
 Follow-through credit, as an exam marker carries an error forward, carries answers: a failing case whose answer
 matches a charged misconception's earns its points in every check that does not own that misconception. The owner
@@ -28,6 +30,11 @@ from grader.model.misconceptions import Misconception
 # more of them than the passing cases it contradicts): a trivial or unrelated answer matches some misreading on a
 # few cases by accident (a zero where that misreading also gives zero), and must earn nothing by it.
 MIN_SHARE = 0.25
+# A misreading explaining a smaller share is named still when it explains this share of the failing cases of the
+# checks that own it: a port that departs in four places loses most cases to one departure, and the others are
+# real departures all the same, each seen where its own clause is tested. Named so, it is charged in its owners
+# but carries nothing forward (it is *held back*): too few failures are its own to say what else it caused.
+OWNER_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,8 @@ class Explained:
     misconceptions: tuple[str, ...]
     failures: tuple[str, ...] = ()
     form_only: bool = False
+    points: float = 1.0  # what the case costs the learner
+    together: tuple[str, ...] = ()  # misreadings that explain it only when held together (`combinations`)
 
 
 @dataclass(frozen=True)
@@ -51,33 +60,61 @@ class Finding:
     checks: tuple[str, ...]
     owners_charged: tuple[str, ...]  # the owner checks where it explains a failing case
     cases_contradicted: int = 0  # passing cases where this misreading would have failed
+    points_explained: float = 0.0  # the points of the failing cases it explains
+    held_back: bool = False  # named for its owner checks alone: it carries no case forward
 
 
 def diagnose(
     failing: list[Explained], misconceptions: Sequence[Misconception], contradicted: Mapping[str, int] | None = None
 ) -> list[Finding]:
-    """Charged misconceptions, best explanation first: most failing cases explained, less the passing cases where
-    the misreading would have failed (a learner who passes them does not hold it); declaration order breaks ties."""
+    """Charged misconceptions, the one explaining most points first: points of the failing cases explained, less
+    an average failing case's points for each passing case where the misreading would have failed (a learner who
+    passes them does not hold it); declaration order breaks ties. Only those a greedy cover of the failing cases
+    takes are kept: one that explains nothing the better ones leave unexplained adds nothing."""
     contradicted = contradicted or {}
     findings = []
     for misconception in misconceptions:
-        touched = [case.check for case in failing if misconception.id in case.misconceptions]
-        checks = tuple(dict.fromkeys(touched))
+        touched = [case for case in failing if misconception.id in case.misconceptions]
+        checks = tuple(dict.fromkeys(case.check for case in touched))
         owners_charged = tuple(check for check in checks if check in misconception.owners)
         explained, against = len(touched), contradicted.get(misconception.id, 0)
-        if owners_charged and explained >= MIN_SHARE * len(failing) and explained > against:
-            findings.append(Finding(misconception, explained, len(failing), checks, owners_charged, against))
+        in_owners = [case for case in failing if case.check in misconception.owners]
+        owned = sum(case.check in misconception.owners for case in touched)
+        carries = explained >= MIN_SHARE * len(failing)
+        if owners_charged and (carries or owned >= OWNER_SHARE * len(in_owners)) and explained > against:
+            points = sum(case.points for case in touched)
+            findings.append(
+                Finding(misconception, explained, len(failing), checks, owners_charged, against, points, not carries)
+            )
     order = {m.id: i for i, m in enumerate(misconceptions)}
-    ranked = sorted(findings, key=lambda f: (f.cases_contradicted - f.cases_explained, order[f.misconception.id]))
-    # a misreading that explains no failing case a better-ranked one leaves unexplained adds nothing: left out
+    average = sum(case.points for case in failing) / len(failing) if failing else 0.0
+    explains = {
+        f.misconception.id: {i for i, case in enumerate(failing) if f.misconception.id in case.misconceptions}
+        for f in findings
+    }
+
+    def worth(finding: Finding, cases: set[int]) -> float:
+        return sum(failing[i].points for i in cases) - average * finding.cases_contradicted
+
     kept: list[Finding] = []
     covered: set[int] = set()
-    for finding in ranked:
-        mine = {i for i, case in enumerate(failing) if finding.misconception.id in case.misconceptions}
-        if mine - covered:
+    pool = sorted(findings, key=lambda f: order[f.misconception.id])
+    while pool:
+        best = max(pool, key=lambda f: (worth(f, explains[f.misconception.id] - covered), -order[f.misconception.id]))
+        if not explains[best.misconception.id] - covered:
+            break
+        for finding in [best, *_partners(best, pool, failing)]:
             kept.append(finding)
-            covered |= mine
-    return kept
+            covered |= explains[finding.misconception.id]
+            pool.remove(finding)
+    return sorted(kept, key=lambda f: (-worth(f, explains[f.misconception.id]), order[f.misconception.id]))
+
+
+def _partners(finding: Finding, pool: list[Finding], failing: list[Explained]) -> list[Finding]:
+    """The findings held together with `finding` in a case it explains: a combination explains its cases only
+    with every member named, so they are taken with it."""
+    wanted = {mid for case in failing if finding.misconception.id in case.together for mid in case.together}
+    return [f for f in pool if f.misconception.id in wanted and f is not finding]
 
 
 def candidates(failing: list[Explained]) -> set[str]:
@@ -92,18 +129,23 @@ VALUE_TIERS = frozenset({"T1", "T2", "T3"})
 @dataclass(frozen=True)
 class Credit:
     """What follow-through may carry in one grade: the charged misconceptions, those the learner is faithful to
-    (whose failures carry too), and those charged only through a result's form."""
+    (whose failures carry too), those charged only through a result's form, and those held back (see
+    `OWNER_SHARE`), which carry nothing and stop any other from carrying a case they explain."""
 
     charged: Mapping[str, Misconception]
     faithful: frozenset[str] = frozenset()
     form_charged: frozenset[str] = frozenset()
+    held_back: frozenset[str] = frozenset()
 
 
 NO_CREDIT = Credit({})
 
 
 def credit_for(
-    failing: list[Explained], charged: Mapping[str, Misconception], contradicted: Mapping[str, int]
+    failing: list[Explained],
+    charged: Mapping[str, Misconception],
+    contradicted: Mapping[str, int],
+    held_back: frozenset[str] = frozenset(),
 ) -> Credit:
     """The credit a grade's charged misconceptions carry, from every failing case of the grade."""
     faithful = frozenset(
@@ -118,7 +160,7 @@ def credit_for(
             if case.check in misconception.owners and mid in case.misconceptions
         )
     )
-    return Credit(charged, faithful, form_charged)
+    return Credit(charged, faithful, form_charged, held_back)
 
 
 def follow_through(
@@ -131,13 +173,13 @@ def follow_through(
 ) -> str | None:
     """The charged misconception that carries this failing case of `check` forward, if any.
 
-    None when a charged misconception that explains the case owns the check (it charges the case there); else the
-    first whose answer the case matches (one charged by form only, in a value tier, when the case fails by form
-    only), else the first the case fails like, when the learner is faithful to it and it is not one of form in a
-    value tier."""
+    None when a charged misconception that explains the case owns the check (it charges the case there) or is held
+    back; else the first whose answer the case matches (one charged by form only, in a value tier, when the case
+    fails by form only), else the first the case fails like, when the learner is faithful to it and it is not one
+    of form in a value tier."""
     charged = credit.charged
     explaining = [mid for mid in (*answers, *failures) if mid in charged]
-    if any(check in charged[mid].owners for mid in explaining):
+    if any(check in charged[mid].owners or mid in credit.held_back for mid in explaining):
         return None
     value_tier = tier in VALUE_TIERS
     for mid in answers:

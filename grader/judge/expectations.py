@@ -117,6 +117,8 @@ class Expectations:
         self._series_parts: dict[str, str] = {}
         self._wrong_series: dict[str, dict[str, torch.Tensor]] | None = None
         self._wrong_functions: dict[str, dict[str, Any]] = {}
+        self._combined_functions: dict[tuple[str, ...], dict[str, Any] | None] = {}
+        self._combined: dict[tuple[tuple[str, ...], str, int], dict[str, Any]] = {}  # (ids, generator, case)
         self._dirty = False
         self._path = cache_dir() / problem.id / f"{cache_key(problem, seed)}.pt" if use_cache else None
         self._groups_read: set[str] = set()  # generators whose misconception observations were looked up on disk
@@ -273,6 +275,26 @@ class Expectations:
                     self._groups_unsaved.add(name)
                 found[misconception.id] = self._all_observations(source, name)[index]
             return found
+
+    def combination_observation(self, ids: tuple[str, ...], name: str, index: int) -> dict[str, Any] | None:
+        """What one solution holding every misreading `ids` at once observes on case `index` of generator `name`;
+        None when their edits cannot be made in one file. Kept in memory only: which combinations a grade tries
+        depends on the learner's failures, and each costs a call per case it is asked about."""
+        with self._lock:
+            if ids not in self._combined_functions:
+                chosen = {m.id: m for m in self.problem.misconceptions}
+                self._combined_functions[ids] = self.problem.combination_functions([chosen[i] for i in ids])
+            functions = self._combined_functions[ids]
+            if functions is None:
+                return None
+            key = (ids, name, index)
+            if key not in self._combined:
+                call = self.cases(name)[index]
+                with trusted_run():
+                    self._combined[key] = protocol.observe_call(
+                        functions[call.function], call.kwargs, list(call.requires_grad), call.backward
+                    )
+            return self._combined[key]
 
     def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
         """Each misconception's toy series (a part its solution cannot run is missing)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
 from grader.judge.checks import READS_ANSWERS, CaseOutcome, CheckRun, run_check
+from grader.judge.combinations import case_points, find_combined, record
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
@@ -167,22 +169,37 @@ def _judge(
             timed_publicly.add(check.id)
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
-    contradicted = _contradictions(context, runs.values(), candidates(failing))
-    findings = diagnose(failing, problem.misconceptions, contradicted)
+    against = Contradictions(context, list(runs.values()))
+    contradicted = against.counted(candidates(failing))
+    combined = find_combined(context, list(runs.values()), problem.misconceptions, contradicted)
+    while True:
+        # a combination explains its cases only when diagnosis names every member: a case charged to one member
+        # and carried forward through another would be credited for a departure no one is charged with
+        undo = record(combined)
+        failing = _failing_cases(runs.values())  # a member of a combination may explain nothing alone
+        contradicted = against.counted(candidates(failing))
+        findings = diagnose(failing, problem.misconceptions, contradicted)
+        named = {f.misconception.id for f in findings}
+        held = [c for c in combined if set(c.ids) <= named]
+        if len(held) == len(combined):
+            break
+        undo()
+        combined = held
     supervisor.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
     visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
     charged = {f.misconception.id: f.misconception for f in findings}
-    credit = credit_for(failing, charged, contradicted) if follow else NO_CREDIT
+    held_back = frozenset(f.misconception.id for f in findings if f.held_back)
+    credit = credit_for(failing, charged, contradicted, held_back) if follow else NO_CREDIT
     # a visible check's score must follow from visible results alone (a learner reads it before hidden
     # results are published): it carries forward only misreadings a visible owner check charges
     # (faithfulness and form included, judged on the visible checks' cases alone)
     visibly = NO_CREDIT
     if follow:
-        shown = [run for run in runs.values() if run.check.id in visible]
         visibly = credit_for(
             [case for case in failing if case.check in visible],
             {mid: m for mid, m in charged.items() if _charged_in(findings, mid, visible)},
-            _contradictions(context, shown, candidates(failing)),
+            against.counted(candidates(failing), visible),
+            held_back,
         )
     results = [runs[c.id].result(visibly if c.id in visible else credit) for c in problem.spec.checks]
     for result in results:
@@ -218,38 +235,68 @@ def _prefetch_series(context: CheckContext, problem: GradedProblem) -> dict[str,
     return context.plotted_series()  # a part that failed has no series; `plot_failures` says why
 
 
-def _contradictions(context: CheckContext, runs: Iterable[CheckRun], suspects: set[str]) -> dict[str, int]:
+class Contradictions:
     """For each suspected misreading, the learner's passing cases where its own solution fails: evidence that the
-    learner does not hold it. Nothing is computed when nothing failed."""
-    counts = dict.fromkeys(suspects, 0)
-    if not suspects:
-        return counts
-    tolerances = context.tolerances()
-    for run in runs:
-        if run.tally is None or run.check.kind != "differential":
-            continue
-        calls = context.cases(run.check)
-        for index, case in enumerate(run.tally.outcomes):
-            if not case.passed:
+    learner does not hold it. Counted once per misreading and check, so that the visible checks' counts and those
+    of a misreading suspected later cost nothing more; nothing is computed when nothing failed."""
+
+    def __init__(self, context: CheckContext, runs: list[CheckRun]) -> None:
+        self.context, self.runs = context, runs
+        self._by_check: dict[str, dict[str, int]] = {}  # misreading -> check -> passing cases it fails
+
+    def counted(self, suspects: set[str], checks: set[str] | None = None) -> dict[str, int]:
+        """Each suspect's count over every check, or over `checks`."""
+        self._count(suspects - set(self._by_check))
+        return {
+            mid: sum(n for check, n in self._by_check[mid].items() if checks is None or check in checks)
+            for mid in suspects
+        }
+
+    def _count(self, suspects: set[str]) -> None:
+        for mid in suspects:
+            self._by_check[mid] = {}
+        if not suspects:
+            return
+        fails = _MISREADING_FAILS.setdefault(self.context.expect, {})
+        for run in self.runs:
+            if run.tally is None or run.check.kind != "differential":
                 continue
-            call, want = calls[index], context.expected(run.check, index, calls[index])
-            # at the tolerance the learner's own answer passed: a misreading within float32's rounding of a case
-            # compared at float32's precision is not contradicted by the learner passing it
-            lower = context.expected_float32(run.check, index, call)
-            theirs = context.misconception_observations(run.check, index)
-            for mid in suspects:
-                try:
-                    # at the tolerance the learner's case passed at: float64 at float32's outside strict checks
-                    lower = context.expected_float32(run.check, index, call)
-                    # on the aspects the case was judged on: a partner call answers, its values are not its check's
-                    aspects = call.aspects(run.check.compare)
-                    verdict = judge_case(
-                        call.function, call.kwargs, theirs[mid], want, aspects, tolerances, lower=lower
-                    ).verdict
-                except AssertionError:  # the misreading raised where the check expects no exception
-                    verdict = Verdict.FAIL
-                counts[mid] += verdict != Verdict.PASS
-    return counts
+            for index, case in enumerate(run.tally.outcomes):
+                if not case.passed:
+                    continue
+                unknown = [mid for mid in suspects if (run.check.id, index, mid) not in fails]
+                if unknown:
+                    fails.update(self._judged(run.check, index, unknown))
+                for mid in suspects:
+                    counts = self._by_check[mid]
+                    counts[run.check.id] = counts.get(run.check.id, 0) + fails[run.check.id, index, mid]
+
+    def _judged(self, check: CheckSpec, index: int, suspects: list[str]) -> dict[tuple[str, int, str], bool]:
+        """Whether each misreading's own solution fails case `index` of `check`."""
+        context = self.context
+        call = context.cases(check)[index]
+        want = context.expected(check, index, call)
+        # at the tolerance the learner's own answer passed: a misreading within float32's rounding of a case
+        # compared at float32's precision is not contradicted by the learner passing it
+        lower = context.expected_float32(check, index, call)
+        theirs = context.misconception_observations(check, index)
+        # on the aspects the case was judged on: a partner call answers, its values are not its check's
+        aspects = call.aspects(check.compare)
+        judged = {}
+        for mid in suspects:
+            try:
+                verdict = judge_case(
+                    call.function, call.kwargs, theirs[mid], want, aspects, context.tolerances(), lower=lower
+                ).verdict
+            except AssertionError:  # the misreading raised where the check expects no exception
+                verdict = Verdict.FAIL
+            judged[check.id, index, mid] = verdict != Verdict.PASS
+        return judged
+
+
+# Whether a misreading's solution fails a case depends on the expected side alone, never on the learner: kept per
+# expected side, so that a batch judges each misreading on each case once.
+_MISREADING_FAILS: weakref.WeakKeyDictionary[object, dict[tuple[str, int, str], bool]] = weakref.WeakKeyDictionary()
 
 
 def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -> bool:
@@ -259,10 +306,17 @@ def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -
 
 def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
     return [
-        Explained(run.check.id, (*case.explained_by, *case.fails_like), case.fails_like, case.form_only)
+        Explained(
+            run.check.id,
+            (*case.explained_by, *case.fails_like),
+            case.fails_like,
+            case.form_only,
+            points,
+            case.combined,
+        )
         for run in runs
         if run.tally is not None
-        for case in run.tally.outcomes
+        for case, points in zip(run.tally.outcomes, case_points(run), strict=True)
         if not case.passed
     ]
 

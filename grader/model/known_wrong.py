@@ -153,6 +153,31 @@ def materialize(problem_id: str, reference_dir: Path, cache: Path | None = None)
     ]
 
 
+def combined(problem_id: str, reference_dir: Path, names: tuple[str, ...], cache: Path | None = None) -> Path | None:
+    """The solution that makes every edit of the known-wrong solutions `names` (stems) at once, written once per
+    version of the sources; None when two of their edits touch the same text, so that no one file can hold both.
+
+    A learner who departs from the statement in several places at once wrote this file, not any one of them."""
+    paths = [reference_dir / "wrong" / f"{name}.toml" for name in names]
+    folder = (cache or cache_dir()) / "known_wrong" / problem_id / sources_hash(reference_dir) / "combined"
+    target = folder / f"{'+'.join(names)}.py"
+    if target.is_file():
+        return target
+    _, code = split_docstring((reference_dir / "reference.py").read_text())
+    edits = [edit for path in paths for edit in load_declaration(path).edit]
+    try:
+        text = apply_edits(code, edits, reference_dir / "wrong")
+    except SpecError:  # two edits overlap, or one edit's text is another's
+        return None
+    defects = " ".join(" ".join(load_declaration(path).defect.split()) for path in paths)
+    docstring = textwrap.fill(f"Known-wrong {problem_id} solutions {', '.join(names)} at once. {defects}", WIDTH)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(f'"""{docstring}\n"""\n{text}')
+    os.replace(tmp, target)  # a concurrent grader writes the same bytes: either copy is the file
+    return target
+
+
 def _write_folder(folder: Path, texts: dict[str, str]) -> None:
     """All files at once: a folder is renamed into place complete, so a concurrent grader sees all or nothing."""
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,9 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from grader.model.generic import CATALOGUE, GenericName
 from grader.model.spec import SpecError
 
 
@@ -32,8 +33,20 @@ class DeclaredMisconception(BaseModel):
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     solution: str = Field(pattern=r"^[A-Za-z0-9_]+\.py$")  # known-wrong, declared by wrong/<stem>.toml
-    explanation: str = Field(min_length=10, max_length=600)
+    # a generic misreading's stock explanation stands when the problem does not specialise it
+    explanation: str = Field(default="", max_length=600)
     convention: Convention | None = None  # set when the misreading is a library's deliberate convention
+    # the generic misreading (`model.generic`) this one is: its transform stands in for the solution's edits
+    # wherever it is held together with others
+    generic: GenericName | None = None
+
+    @model_validator(mode="after")
+    def _explained(self) -> DeclaredMisconception:
+        if not self.explanation and self.generic is not None:
+            object.__setattr__(self, "explanation", CATALOGUE[self.generic].explanation)
+        if len(self.explanation) < 10:
+            raise ValueError(f"{self.id}: an explanation of at least 10 characters, or a generic misreading's")
+        return self
 
 
 class Misconception(DeclaredMisconception):

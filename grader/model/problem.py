@@ -7,14 +7,15 @@ import importlib.util
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from grader.judge.cases import CaseGenerator
-from grader.model.known_wrong import KnownWrong, load_declaration, materialize
+from grader.model.generic import CATALOGUE
+from grader.model.known_wrong import KnownWrong, combined, load_declaration, materialize
 from grader.model.misconceptions import Misconception, load_misconceptions
 from grader.model.ports import Port, load_ports
 from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
@@ -111,6 +112,26 @@ class Problem:
             f"paperleet_wrong_{self.id}_{misconception.id}", self.known_wrong_file(misconception.solution)
         )
         return {f.name: getattr(module, f.name) for f in self.spec.functions}
+
+    def combination_functions(self, misconceptions: Sequence[Misconception]) -> dict[str, Callable[..., Any]] | None:
+        """The contract functions of one solution that holds every one of `misconceptions` at once (trusted code),
+        or None when their solutions' edits cannot be made in one file. A generic misreading is its transform,
+        wrapped around the others' edits, and never its own solution's edits."""
+        edited = [m for m in misconceptions if m.generic is None]
+        if edited:
+            self.known_wrong()  # the solutions' declarations are checked, and their edits with them
+            path = combined(self.id, self.reference_dir, tuple(Path(m.solution).stem for m in edited))
+            if path is None:
+                return None
+            module = load_module(f"paperleet_wrong_{self.id}_{'__'.join(m.id for m in edited)}", path)
+            functions = {f.name: getattr(module, f.name) for f in self.spec.functions}
+        else:
+            functions = dict(self.reference)
+        for misconception in misconceptions:
+            if misconception.generic is not None:
+                transform = CATALOGUE[misconception.generic].transform
+                functions = {name: transform(function) for name, function in functions.items()}
+        return functions
 
     @cached_property
     def grading_seeds(self) -> list[int]:

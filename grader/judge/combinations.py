@@ -1,0 +1,237 @@
+"""Misreadings held together: failing cases that no one declared misreading explains, matched against a solution that
+holds two or three of them at once.
+
+A library port, or a learner, departs from a statement in several places at once: float32 arithmetic and constant
+groups left unhandled give answers that neither misreading's own solution gives. A *combination* is the solution that
+makes every edit of its members' known-wrong solutions (`model.known_wrong.combined`); it explains a failing case as
+a misreading does, and the case then counts as explained by each member, so that diagnosis charges each in its own
+owner checks and carries the case forward elsewhere. The search is bounded: only the few misreadings that explain
+most points alone, or that own a check whose cases stay unexplained, are combined; a combination runs only on the
+cases still unexplained; and no more than `MAX_VARIANTS` combinations run in one grade.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from grader.judge.cases import Call
+from grader.judge.checks import CaseOutcome, CheckRun
+from grader.judge.compare import fails_alike, same_as
+from grader.model.misconceptions import Misconception
+from grader.model.spec import CheckSpec, Tolerance
+
+EXPLAINERS = 3  # misreadings that explain most points alone, each combined with the others
+CANDIDATES = 6  # with owners of the checks whose failures stay unexplained, at most this many in all
+MAX_VARIANTS = 12  # combinations run in one grade, pairs first
+MAX_SIZE = 3  # a port departs on two to four conventions: pairs, then triples that extend a chosen pair
+
+
+class Combining(Protocol):
+    """What the search asks of the judge; implemented by `context.CheckContext`."""
+
+    def cases(self, check: CheckSpec) -> list[Call]: ...
+    def tolerances(self) -> dict[str, Tolerance]: ...
+    def expected_float32(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any] | None: ...
+    def combination_observation(self, check: CheckSpec, index: int, ids: tuple[str, ...]) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Open:
+    """A failing case with an answer that no single misreading explains, and the points it costs."""
+
+    run: CheckRun
+    index: int
+    points: float
+
+
+@dataclass(frozen=True)
+class Match:
+    """What one combination explains among the open cases: by answering alike, or by failing alike."""
+
+    ids: tuple[str, ...]
+    answers: frozenset[int]  # positions in the open list
+    failures: frozenset[int]
+
+    @property
+    def explained(self) -> frozenset[int]:
+        return self.answers | self.failures
+
+
+def case_points(run: CheckRun) -> list[float]:
+    """What each case of a check is worth: the check's points shared among its scored groups, and a group's share
+    among its calls."""
+    assert run.tally is not None
+    groups = run.tally.groups()
+    worth = {id(case): run.check.points / len(groups) / len(group) for group in groups for case in group}
+    return [worth[id(case)] for case in run.tally.outcomes]
+
+
+@dataclass(frozen=True)
+class Combined:
+    """A combination that explains some failing cases no single misreading explains: (run, case, answered alike)
+    for each, failing alike where not answered alike."""
+
+    ids: tuple[str, ...]
+    cases: tuple[tuple[CheckRun, int, bool], ...]
+
+
+def find_combined(
+    context: Combining,
+    runs: Sequence[CheckRun],
+    misconceptions: Sequence[Misconception],
+    contradicted: Mapping[str, int],
+) -> list[Combined]:
+    """The combinations that explain the failing cases no single misreading explains, most points first, each
+    with the cases it explains that the ones before it leave unexplained."""
+    open_cases = _open_cases(runs)
+    if not open_cases:
+        return []
+    alone = _points_alone(runs)
+    candidates = _candidates(open_cases, alone, misconceptions, contradicted)
+    left = set(range(len(open_cases)))
+    pairs: list[tuple[str, ...]] = [ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone)]
+    pairs = pairs[:MAX_VARIANTS]  # each pair holds one misreading that explains something alone
+    # a combination computed in float32 is matched at float32's precision, whatever the check compares at
+    rounded = {m.id for m in misconceptions if m.generic == "float32_arithmetic"}
+
+    def match(ids: tuple[str, ...]) -> Match:
+        return _match(context, open_cases, ids, left, bool(rounded & set(ids)))
+
+    found = _greedy([match(ids) for ids in pairs], open_cases, left)
+    budget = MAX_VARIANTS - len(pairs)
+    for pair in list(found) if MAX_SIZE >= 3 else []:
+        for third in (mid for mid in candidates if mid not in pair.ids):
+            if budget <= 0 or not left:
+                break
+            budget -= 1
+            ids = tuple(sorted((*pair.ids, third), key=candidates.index))
+            found += _greedy([match(ids)], open_cases, left)
+    return [
+        Combined(
+            chosen.ids,
+            tuple((open_cases[p].run, open_cases[p].index, p in chosen.answers) for p in sorted(chosen.explained)),
+        )
+        for chosen in found
+    ]
+
+
+def _open_cases(runs: Sequence[CheckRun]) -> list[Open]:
+    found = []
+    for run in runs:
+        if run.tally is None or run.check.kind != "differential":
+            continue
+        for index, (case, points) in enumerate(zip(run.tally.outcomes, case_points(run), strict=True)):
+            if not case.passed and case.answer is not None and not (case.explained_by or case.fails_like):
+                found.append(Open(run, index, points))
+    return found
+
+
+def _points_alone(runs: Sequence[CheckRun]) -> dict[str, tuple[float, int]]:
+    """The points and the number of the failing cases each misreading explains on its own."""
+    alone: dict[str, tuple[float, int]] = {}
+    for run in runs:
+        if run.tally is None:
+            continue
+        for case, worth in zip(run.tally.outcomes, case_points(run), strict=True):
+            if not case.passed:
+                for mid in dict.fromkeys((*case.explained_by, *case.fails_like)):
+                    points, count = alone.get(mid, (0.0, 0))
+                    alone[mid] = (points + worth, count + 1)
+    return alone
+
+
+def _candidates(
+    open_cases: list[Open],
+    alone: Mapping[str, tuple[float, int]],
+    misconceptions: Sequence[Misconception],
+    contradicted: Mapping[str, int],
+) -> list[str]:
+    """The misreadings worth combining: those that explain most points alone (and fewer passing cases contradict
+    than failing ones it explains), the generic ones, then those that own the checks holding most unexplained
+    points; declaration order breaks ties."""
+    order = {m.id: i for i, m in enumerate(misconceptions)}
+    explainers = sorted(
+        (mid for mid, (_, count) in alone.items() if mid in order and contradicted.get(mid, 0) < count),
+        key=lambda mid: (-alone[mid][0], order[mid]),
+    )[:EXPLAINERS]
+    unexplained: dict[str, float] = {}
+    for case in open_cases:
+        unexplained[case.run.check.id] = unexplained.get(case.run.check.id, 0.0) + case.points
+    # a generic misreading (float32 arithmetic, say) combines with any other, whatever their edits
+    generic = [m.id for m in misconceptions if m.generic is not None and m.id not in explainers]
+    owning = sorted(
+        (m for m in misconceptions if m.id not in explainers + generic and set(m.owners) & set(unexplained)),
+        key=lambda m: (-sum(unexplained.get(owner, 0.0) for owner in m.owners), order[m.id]),
+    )
+    return (explainers + generic + [m.id for m in owning])[:CANDIDATES]
+
+
+def _match(context: Combining, open_cases: list[Open], ids: tuple[str, ...], left: set[int], rounded: bool) -> Match:
+    """Run one combination on the open cases still unexplained and say which it explains; `rounded`: it computes
+    in float32, and is matched at float32's precision."""
+    answers, failures = set(), set()
+    tolerances = context.tolerances()
+    for position in sorted(left):
+        case = open_cases[position]
+        check, outcome = case.run.check, _outcome(case)
+        theirs = context.combination_observation(check, case.index, ids)
+        if theirs is None:  # their edits do not combine: no case can be explained
+            break
+        assert outcome.answer is not None and check.cases is not None
+        call = context.cases(check)[case.index]
+        aspects = call.aspects(check.compare)
+        lowered = rounded or context.expected_float32(check, case.index, call) is not None
+        got = outcome.answer
+        if same_as(call.function, call.kwargs, got, theirs, aspects, tolerances, lowered):
+            answers.add(position)
+        elif fails_alike(call.function, call.kwargs, got, theirs, aspects, tolerances):
+            failures.add(position)
+    return Match(ids, frozenset(answers), frozenset(failures))
+
+
+def _greedy(matches: list[Match], open_cases: list[Open], left: set[int]) -> list[Match]:
+    """The matches that explain most points among the cases left, each taken while it adds some; `left` loses what
+    they explain."""
+    chosen = []
+    pool = list(matches)
+    while pool and left:
+        best = max(pool, key=lambda m: sum(open_cases[p].points for p in m.explained & left))
+        gained = best.explained & left
+        if not gained:
+            break
+        chosen.append(Match(best.ids, best.answers & gained, best.failures & gained))
+        left -= gained
+        pool.remove(best)
+    return chosen
+
+
+def _outcome(case: Open) -> CaseOutcome:
+    assert case.run.tally is not None
+    return case.run.tally.outcomes[case.index]
+
+
+def record(combined: Sequence[Combined]) -> Callable[[], None]:
+    """Count each case a combination explains as explained by each of its members, in the case's outcome
+    (`explained_by`, or `fails_like` when it fails alike); what is returned puts the outcomes back."""
+    kept: list[tuple[list[CaseOutcome], int, CaseOutcome]] = []
+    for match in combined:
+        for run, index, answered in match.cases:
+            assert run.tally is not None
+            outcomes = run.tally.outcomes
+            outcome = outcomes[index]
+            kept.append((outcomes, index, outcome))
+            explained_by, fails_like = outcome.explained_by, outcome.fails_like
+            if answered:
+                explained_by = tuple(dict.fromkeys((*explained_by, *match.ids)))
+            else:
+                fails_like = tuple(dict.fromkeys((*fails_like, *match.ids)))
+            outcomes[index] = replace(outcome, explained_by=explained_by, fails_like=fails_like, combined=match.ids)
+
+    def undo() -> None:
+        for outcomes, index, outcome in reversed(kept):
+            outcomes[index] = outcome
+
+    return undo
