@@ -42,7 +42,7 @@ from grader.text import clean_line
 
 MAX_PLOT_POINTS = 4096  # points per drawn line: longer series are thinned evenly; more would only cost the judge
 MAX_MARKS = 512  # marked points per figure
-PLOT_TIMEOUT_S = 20.0  # wall time for all of one job's figures, from the moment its series arrive
+PLOT_TIMEOUT_S = 60.0  # wall time for all of one job's figures, from the moment its series arrive
 REFERENCE_LABEL = "reference, public seed (faint)"
 PLOTTABLE_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
