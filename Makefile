@@ -87,9 +87,10 @@ endif
 test: setup lint typecheck
 	$(PY) -m pytest -q $(PYTEST_WORKERS)
 
-# every test that runs in process: no sandboxed worker, no CLI subprocess, no browser (the `e2e` marker, conftest.py)
+# every test that runs in process (no sandboxed worker, no CLI subprocess, no browser: the `e2e` marker, conftest.py),
+# each problem proven in process on its first grading seed (its other seeds: the `every_seed` marker)
 test-fast: setup
-	$(PY) -m pytest -q -m "not e2e" $(PYTEST_WORKERS)
+	$(PY) -m pytest -q -m "not e2e and not every_seed" $(PYTEST_WORKERS)
 
 # docs/batch.md's Slurm job array, run as printed on a single-node Slurm it starts and stops itself (root only; where
 # it cannot run it says so in one line and exits 77); `make test` leaves it out

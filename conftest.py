@@ -1,8 +1,9 @@
 """Fixtures shared by the harness's tests (tests/) and each problem's own (reference/<id>/tests/): project paths, a
 CLI runner, batches of submissions graded once per test session, and the tiers.
 
-Tiers: a test is `e2e` when it starts another process (a sandboxed worker, the CLI, a browser); `make test-fast` runs
-every other test (`-m "not e2e"`), `make test` all of them. The marker is applied here, by module or by fixture (see
+Tiers: a test is `e2e` when it starts another process (a sandboxed worker, the CLI, a browser), `every_seed` when it
+proves a problem on its hidden seeds beyond the first; `make test-fast` runs every other test (its proofs grade in
+process, see tests/in_process.py), `make test` all of them. The e2e marker is applied here, by module or by fixture (see
 `E2E_MODULES`, `E2E_FIXTURES`), so a new test in an end-to-end module is classified without marking it; a test in a
 mixed module carries `@pytest.mark.e2e` itself, and one that starts a process without the marker fails, saying so."""
 
@@ -63,7 +64,7 @@ E2E_MODULES = frozenset(
     }
 )
 # Fixtures that grade through the sandbox or the CLI: a test that uses one, even through another fixture, is e2e.
-E2E_FIXTURES = frozenset({"run_cli", "proofs"})
+E2E_FIXTURES = frozenset({"run_cli"})
 # Markers that imply e2e: `slow` (minutes on its own), `browser` (headless Chromium).
 E2E_IMPLIED = ("slow", "browser")
 

@@ -257,7 +257,7 @@ def _recipe(desc: dict[str, Any], sent: dict[str, Any]) -> tuple[Any, ...]:
 
 def zeros_source(problem: Problem, seed: int) -> str:
     """A zeros submission for `problem`, its output shapes learned from the reference's answers to valid calls."""
-    expectations = Expectations(problem, seed, use_cache=False)
+    expectations = Expectations(problem, seed)  # the tests' cache (conftest.py), shared with the proofs
     recipes: dict[str, tuple[Any, ...]] = {}
     for check in problem.spec.checks:
         if not check.cases:
@@ -303,15 +303,12 @@ def _shapes(observation: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_no_graded_group_can_be_answered_from_the_pack(
-    problem_id: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_no_graded_group_can_be_answered_from_the_pack(problem_id: str) -> None:
     """Whatever call a replay picks, no group of a T1-T3 check under the grading seed passes with answers copied
     from the learner pack: each holds a call that no public observation answers."""
-    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path))  # never the repository's own cache
     problem = Problem(problem_id)
     shown = {function: [entry["expected"] for entry in entries] for function, entries in pack_answers(problem).items()}
-    expectations = Expectations(problem, problem.grading_seeds[0], use_cache=False)
+    expectations = Expectations(problem, problem.grading_seeds[0])  # the tests' cache, shared with the proofs
     tolerances = problem.tolerances
     copied = []
     for check in problem.spec.checks:
@@ -344,16 +341,13 @@ def test_replaying_the_learner_pack_earns_no_more_than_zeros(
     problem_id: str,
     proofs,  # noqa: F811
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Graded as `grade-all` grades, beside the problem's known-wrong solutions (one zygote, one set of
-    expectations for the whole problem)."""
-    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path / "cache"))  # never the repository's own cache
+    """Graded in the sandbox as `grade-all` grades (one zygote, one set of expectations for both files)."""
     proof = proofs(problem_id)
     replay, zeros = tmp_path / "replay.py", tmp_path / "zeros.py"
     replay.write_text(replay_source(proof.problem))
     zeros.write_text(zeros_source(proof.problem, proof.first_seed))
-    reports = dict(zip(("replay", "zeros"), proof.grade_many([replay, zeros], proof.first_seed), strict=True))
+    reports = dict(zip(("replay", "zeros"), proof.sandboxed([replay, zeros], proof.first_seed), strict=True))
     assert all(r.status == "graded" for r in reports.values()), {n: r.message for n, r in reports.items()}
     earned = {c.id: c.score for t in reports["replay"].tiers if t.tier in GRADED_TIERS for c in t.checks if c.score > 0}
     assert graded_score(reports["replay"]) <= graded_score(reports["zeros"]), f"the replay earns in {earned}"

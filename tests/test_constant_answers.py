@@ -183,7 +183,7 @@ def _experiment(check: CheckSpec, produced: dict[str, torch.Tensor], want: dict[
 @cache
 def _expectations(problem_id: str) -> tuple[Problem, Expectations]:
     problem = Problem(problem_id)
-    return problem, Expectations(problem, problem.grading_seeds[0], use_cache=False)
+    return problem, Expectations(problem, problem.grading_seeds[0])  # the tests' cache, shared with the proofs
 
 
 def scores(problem_id: str, forge: Forger) -> dict[str, float]:
@@ -237,13 +237,12 @@ def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(
     proofs,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """Graded as `grade-all` grades, beside the problem's known-wrong solutions (one zygote, one set of
-    expectations for the whole problem)."""
+    """Graded in the sandbox as `grade-all` grades (one zygote, one set of expectations for both files)."""
     proof = proofs(problem_id)
     forged, zeros = tmp_path / "forged.py", tmp_path / "zeros.py"
     shutil.copyfile(HOSTILE, forged)
     zeros.write_text(zeros_source(proof.problem, proof.first_seed))
-    reports = dict(zip(("forged", "zeros"), proof.grade_many([forged, zeros], proof.first_seed), strict=True))
+    reports = dict(zip(("forged", "zeros"), proof.sandboxed([forged, zeros], proof.first_seed), strict=True))
     assert "forged observe_call of" in reports["forged"].stdout, "the forgery never took effect"
     beyond = {name: r.score - _score_of(r, "signatures") for name, r in reports.items()}
     earned = {c.id: c.score for c in reports["forged"].checks() if c.score > 0}

@@ -524,7 +524,7 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 def _seeded_tensors(problem: Problem, seed: int, public_only: bool) -> list[torch.Tensor]:
     """Every case input and expected output (values and gradients) of the problem's checks under `seed`."""
-    expect = Expectations(problem, seed, use_cache=False)
+    expect = Expectations(problem, seed)  # the tests' cache, shared with the proofs
     found: list[torch.Tensor] = []
     for check in problem.spec.checks:
         if not check.cases or (public_only and not check.public):

@@ -170,7 +170,7 @@ class Case:
 def _public_cases(problem_id: str) -> tuple[Case, ...]:
     """Every differential case of the public seed with its expected observation."""
     problem = _problem(problem_id)
-    expectations = Expectations(problem, problem.spec.public_seed, use_cache=False)
+    expectations = Expectations(problem, problem.spec.public_seed)  # the tests' cache
     return tuple(
         Case(check, call, expectations.observation(check.expected, check.cases, index))
         for check in problem.spec.checks

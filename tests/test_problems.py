@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import PROBLEM, ROOT, problem_named
+from in_process import grade_in_process
 
 from grader import cli, commands, engine
 from grader.course.coverage import reference_coverage
@@ -57,49 +58,42 @@ def trivial_files(problem: Problem) -> list[Path]:
 
 
 class Proof:
-    """One problem graded once: the reference alone on each grading seed, and on the first seed one batch of the
-    reference, every known-wrong solution and every trivial answer (one set of expectations, one zygote)."""
+    """One problem proven once for the whole run, in process (see `in_process`): each file graded at most once per
+    seed, against one set of expectations per seed, and only when a test asks. `sandboxed` grades files through the
+    sandbox, as `grade-all` does, for the tests that prove what only the sandbox shows."""
 
-    def __init__(self, problem: Problem, cache: Path, scratch: Path) -> None:
+    def __init__(self, problem: Problem, scratch: Path) -> None:
         self.problem = problem
         self.reference = problem.reference_dir / "reference.py"
         self.first_seed = problem.grading_seeds[0]
-        self._cache = cache
         self._scratch = scratch  # where the raising twins are written
-        self._reports: dict[tuple[Path, int], Report] = {}
+        self._expectations: dict[int, Expectations] = {}
+        self._reports: dict[tuple[Path, int, bool | None], Report] = {}
+        self._sandboxed: dict[tuple[tuple[Path, ...], int], list[Report]] = {}
         self._wrong_findings: list[Finding] | None = None
-        self._other: dict[tuple[tuple[Path, ...], int, bool], list[Report]] = {}
         self._twins: list[RaisingTwin] | None = None
 
-    def _grade(self, files: list[Path], seed: int) -> None:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("PAPERLEET_CACHE", str(self._cache))  # shared with the CLI runs, never the repo's own
-            reports = engine.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
-        self._reports.update(zip([(f, seed) for f in files], reports, strict=True))
+    def expectations(self, seed: int) -> Expectations:
+        if seed not in self._expectations:
+            self._expectations[seed] = Expectations(self.problem, seed)
+            self._expectations[seed].warm()
+        return self._expectations[seed]
 
     def grade_many(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
-        """`validate`'s way of grading, served from this run's reports (grading what was never asked before)."""
-        if follow_through is not None:
-            return self._grade_without_keeping(files, seed, follow_through)
-        if seed == self.first_seed and (self.reference, seed) not in self._reports:
-            known = [k.path for k in self.problem.known_wrong()]
-            twins = [t.path for t in self.twins()]
-            self._grade([self.reference, *known, *trivial_files(self.problem), *twins], seed)
-        missing = list(dict.fromkeys(f for f in files if (f, seed) not in self._reports))
-        if missing:
-            self._grade(missing, seed)
-        return [self._reports[(f, seed)] for f in files]
+        """`validate`'s way of grading, each file's report kept for every later test that asks for it."""
+        options = {} if follow_through is None else {"follow_through": follow_through}
+        for file in dict.fromkeys(f for f in files if (f, seed, follow_through) not in self._reports):
+            (self._reports[(file, seed, follow_through)],) = grade_in_process(
+                self.problem, [file], self.expectations(seed), **options
+            )
+        return [self._reports[(f, seed, follow_through)] for f in files]
 
-    def _grade_without_keeping(self, files: list[Path], seed: int, follow_through: bool) -> list[Report]:
-        """A grade with follow-through set otherwise than the problem does, kept apart from `grade`'s reports."""
-        key = (tuple(files), seed, follow_through)
-        if key not in self._other:
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setenv("PAPERLEET_CACHE", str(self._cache))
-                self._other[key] = engine.grade_many(
-                    self.problem, files, seed, self.problem.spec.limits, jobs=2, follow_through=follow_through
-                )
-        return self._other[key]
+    def sandboxed(self, files: list[Path], seed: int) -> list[Report]:
+        """`files` graded in one sandboxed batch with the problem's own limits (one zygote), as `grade-all` grades."""
+        key = (tuple(files), seed)
+        if key not in self._sandboxed:
+            self._sandboxed[key] = engine.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
+        return self._sandboxed[key]
 
     def report(self, file: Path) -> Report:
         """`file` graded on the first grading seed, as `grade` and `grade-all` grade it."""
@@ -109,9 +103,7 @@ class Proof:
     def twins(self) -> list[RaisingTwin]:
         """The files that raise as a misreading does where their twin answers (see `raising_twins`)."""
         if self._twins is None:
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setenv("PAPERLEET_CACHE", str(self._cache))  # the observations the batch then reads
-                self._twins = raising_twins(self.problem, self.first_seed, self._scratch)
+            self._twins = raising_twins(self.expectations(self.first_seed), self._scratch)
         return self._twins
 
     def wrong_findings(self) -> list[Finding]:
@@ -125,13 +117,12 @@ _PROOFS: dict[str, Proof] = {}  # one per problem for the whole run, whichever m
 
 
 @pytest.fixture(scope="session")
-def proofs(cli_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Proof]:
+def proofs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Proof]:
     """Each problem's `Proof`, made on first use and kept for the session (other modules import this fixture)."""
 
     def proof(problem_id: str) -> Proof:
         if problem_id not in _PROOFS:
-            scratch = tmp_path_factory.mktemp(f"twins_{problem_id}")
-            _PROOFS[problem_id] = Proof(_problem(problem_id), Path(cli_env["PAPERLEET_CACHE"]), scratch)
+            _PROOFS[problem_id] = Proof(_problem(problem_id), tmp_path_factory.mktemp(f"twins_{problem_id}"))
         return _PROOFS[problem_id]
 
     return proof
@@ -157,6 +148,12 @@ def _trivial() -> Iterator[tuple[str, str]]:
 KNOWN_WRONG = list(_known_wrong())
 TRIVIAL = list(_trivial())
 SEEDS = [(problem_id, seed) for problem_id in PROBLEMS for seed in _seeds(problem_id)]
+# each problem's first grading seed in every tier, its other seeds in `make test` (`every_seed`)
+SEED_PARAMS = [
+    pytest.param(problem_id, seed, id=f"{problem_id}:{seed}", marks=[] if seed == first else [pytest.mark.every_seed])
+    for problem_id, seed in SEEDS
+    for first in [_problem(problem_id).grading_seeds[0]]
+]
 
 
 def _ids(pairs: list[tuple[str, Any]]) -> list[str]:
@@ -211,6 +208,15 @@ def test_hidden_seeds_appear_in_no_learner_visible_file(problem_id: str) -> None
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_reference_earns_full_marks_on_the_first_grading_seed(proofs, problem_id: str) -> None:
+    proof = proofs(problem_id)
+    report = proof.report(proof.reference)
+    lost = {c.id: c.message for c in report.checks() if c.verdict != Verdict.PASS}
+    assert report.score == report.max_score, lost
+
+
+@pytest.mark.every_seed
+@pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_reference_earns_full_marks_on_every_grading_seed(proofs, problem_id: str) -> None:
     proof = proofs(problem_id)
     assert len(proof.problem.grading_seeds) >= MIN_SEEDS
@@ -235,7 +241,7 @@ def test_a_raise_that_no_case_reaches_is_named(monkeypatch: pytest.MonkeyPatch) 
     assert any("raise" in source[line - 1] for line in measured.missing_lines), measured.describe()
 
 
-@pytest.mark.parametrize(("problem_id", "seed"), SEEDS, ids=_ids(SEEDS))
+@pytest.mark.parametrize(("problem_id", "seed"), SEED_PARAMS)
 def test_reference_agrees_with_the_oracle(problem_id: str, seed: int) -> None:
     """Every case a check compares with the oracle, on the public seed and each hidden one: an oracle written
     apart, one element at a time, is what tells a wrong reference from a right one."""
@@ -288,6 +294,7 @@ def test_a_known_wrong_header_that_names_the_wrong_checks_is_caught(proofs, monk
     assert any(p.startswith("failed checks outside its declared lists") for p in found), found
 
 
+@pytest.mark.every_seed  # `validate` grades the reference on every hidden seed
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_validate_says_valid(
     proofs, problem_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -295,24 +302,52 @@ def test_validate_says_valid(
     """The `validate` command on this run's reports: exit code and verdict line, and no finding about anything
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
-    graded_anew = engine.grade_many
-    proving: list[bool] = []  # set while the proof grades: its own calls to `commands.grade_many` grade anew
 
     def grade_many(
         problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int, follow_through: bool | None = None
     ) -> list[Report]:
         assert (problem.id, limits, jobs) == (problem_id, problem.spec.limits, 2)  # the problem's own limits
-        if proving or follow_through is not None:  # the proof keeps only the problem's own setting's reports
-            return graded_anew(problem, files, seed, limits, jobs, follow_through=follow_through)
-        proving.append(True)
-        try:
-            return proof.grade_many(files, seed)
-        finally:
-            proving.clear()
+        return proof.grade_many(files, seed, follow_through)
 
     monkeypatch.setattr(commands, "grade_many", grade_many)
     assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out
     assert f"{problem_id}: valid" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------- the sandbox
+
+SANDBOXED_WRONG = 3  # known-wrong solutions in each problem's sandboxed batch, beside the reference and trivial files
+
+
+def verdicts(report: Report, scores: bool = True) -> tuple[Any, ...]:
+    """What a grade decides: status, each check's verdict, and with `scores` the score, each check's score and the
+    diagnosis in order."""
+    if not scores:
+        return report.status, {c.id: c.verdict for c in report.checks()}
+    checks = {c.id: (c.verdict, round(c.score, 6)) for c in report.checks()}
+    return report.status, round(report.score, 6), checks, [d.id for d in report.diagnosis]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("problem_id", PROBLEMS)
+def test_the_sandbox_grades_as_the_proof_does(proofs, problem_id: str) -> None:
+    """One sandboxed batch per problem, graded as `grade-all` grades: the reference, every trivial answer and a few
+    known-wrong solutions get, check by check, what the in-process proof gives them (the proof's other files differ
+    from these only in the reference's lines their edits change). The raising twins get the same verdicts; their
+    follow-through credit is left out, as it has been seen to differ by one case between a forked worker and a
+    long-lived process."""
+    proof = proofs(problem_id)
+    wrong = [k.path for k in proof.problem.known_wrong()][:SANDBOXED_WRONG]
+    files = [proof.reference, *trivial_files(proof.problem), *wrong]
+    twins = [t.path for t in proof.twins()]
+    sandboxed = proof.sandboxed([*files, *twins], proof.first_seed)
+    differ = [
+        f"{file.name}: sandboxed {verdicts(report, scores)}, in process {verdicts(proof.report(file), scores)}"
+        for file, report in zip([*files, *twins], sandboxed, strict=True)
+        for scores in [file not in twins]
+        if verdicts(report, scores) != verdicts(proof.report(file), scores)
+    ]
+    assert not differ, "\n".join(differ)
 
 
 # ---------------------------------------------------------------------------------------------- raising twins
@@ -346,9 +381,9 @@ class Behaviour:
     wrong_answers: frozenset[Case]
 
 
-def behaviours(problem: Problem, seed: int) -> dict[str, Behaviour]:
-    """Each misreading's behaviour on every case of `seed`, from the judge's own observations (cached on disk)."""
-    expectations = Expectations(problem, seed)
+def behaviours(expectations: Expectations) -> dict[str, Behaviour]:
+    """Each misreading's behaviour on every case of the expectations' seed, from the judge's own observations."""
+    problem = expectations.problem
     fails: dict[str, set[Case]] = {m.id: set() for m in problem.misconceptions}
     raises: dict[str, set[Case]] = {m.id: set() for m in problem.misconceptions}
     with single_threaded():  # compared as the judge compares: its many small tensors are slower on a pool of threads
@@ -372,13 +407,13 @@ def behaviours(problem: Problem, seed: int) -> dict[str, Behaviour]:
     }
 
 
-def twin_pairs(problem: Problem, seed: int) -> list[tuple[Misconception, Misconception, frozenset[Case]]]:
+def twin_pairs(expectations: Expectations) -> list[tuple[Misconception, Misconception, frozenset[Case]]]:
     """(answers as, raises as, where it raises): for each misreading that raises on some case where the reference
     answers, the other misreadings whose solutions answer wrongly on some of those cases: first those with most such
     cases in their own owner checks and not in its (what a credited raise would buy: elsewhere their answers carry
     through their own misreading) whose failures the raises outnumber enough to charge it, then those with most such
     cases, file name breaking ties."""
-    behaviour = behaviours(problem, seed)
+    problem, behaviour = expectations.problem, behaviours(expectations)
     pairs = []
     for raiser in problem.misconceptions:
         raised = behaviour[raiser.id].raises
@@ -463,10 +498,10 @@ def twin_source(problem: Problem, answers_as: Path, raises_as: Path) -> str:
     return head + f"import types\n\nimport torch\n\nSOURCES = {sources!r}\n" + TWIN_BODY + "".join(wrappers)
 
 
-def raising_twins(problem: Problem, seed: int, folder: Path) -> list[RaisingTwin]:
-    """Every raising twin of `problem`, written into `folder`."""
-    twins = []
-    for answerer, raiser, raised in twin_pairs(problem, seed):
+def raising_twins(expectations: Expectations, folder: Path) -> list[RaisingTwin]:
+    """Every raising twin of the expectations' problem, written into `folder`."""
+    problem, twins = expectations.problem, []
+    for answerer, raiser, raised in twin_pairs(expectations):
         answers_as, raises_as = problem.known_wrong_file(answerer.solution), problem.known_wrong_file(raiser.solution)
         path = folder / f"{answers_as.stem}__raising_as__{raises_as.stem}.py"
         path.write_text(twin_source(problem, answers_as, raises_as))
@@ -485,7 +520,7 @@ def test_no_file_outscores_its_twin_that_answers_instead_of_raising(proofs, prob
     proof = proofs(problem_id)
     if not proof.twins():
         pytest.skip(f"no misreading of {problem_id} raises where the reference answers")
-    expectations = Expectations(proof.problem, proof.first_seed)
+    expectations = proof.expectations(proof.first_seed)
     checks = {c.id: c for c in proof.problem.spec.checks}
     gains = []
     for twin in proof.twins():
