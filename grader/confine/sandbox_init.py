@@ -50,6 +50,7 @@ ENVIRONMENT = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",  # the fourth the worker sets itself: a forked worker sees all four as an exec'd one
 }
 
 
