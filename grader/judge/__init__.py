@@ -11,7 +11,8 @@
 - `failures`: `LearnerFailure` and `CallFailed`, why the learner's side gave no observation, and their hidden-safe
   text.
 - `compare`: comparing an accepted observation with the expected one, aspect by aspect, with the evidence.
-- `diagnosis`: naming the misreading behind failures, and follow-through credit.
+- `diagnosis`: naming the misreadings behind failures, ranked by the points they explain, and follow-through credit.
+- `combinations`: two or three misreadings held together, searched for the failures no single one explains.
 - `localise`: the failing cases no misreading explains, and the case features that separate them.
 - `experiment`: the T3 toy, driven here with the learner's functions behind proxies.
 """
