@@ -597,9 +597,7 @@ def _values(tensors: list[torch.Tensor]) -> torch.Tensor:
     hidden log-probability of -2.1391773 did, in a public case's gradient), while a copied float32 tensor shows as
     runs of its 4-byte elements."""
     found = [
-        flat[_significant_bits(flat) >= VALUE_BITS]
-        for flat in _with_storage(tensors)
-        if flat.dtype == torch.float64
+        flat[_significant_bits(flat) >= VALUE_BITS] for flat in _with_storage(tensors) if flat.dtype == torch.float64
     ]
     return torch.unique(torch.cat([torch.empty(0, dtype=torch.float64), *found]).view(torch.int64))
 
