@@ -14,6 +14,7 @@ from the command line to the report):
 - `outputs/`: what a grade produces: report.json, the learner's view, exports, terminal tables, plots, pages.
 - `course/`: instructor tooling: validating a problem, Gradescope and learner packs, sharded batches.
 - `watch/`: grading a file again on every save.
+- `author`: the one import of a problem's case generators: dtypes, seeded draws, masks, derived case variants.
 - `text`: learner-controlled text made safe; `paths`: where the project's folders are; `bench`: `make bench`.
 """
 

@@ -191,6 +191,13 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     validate.add_argument("--problem", required=True)
     validate.add_argument("--jobs", type=count, default=0)
 
+    new_problem = commands.add_parser(
+        "new-problem",
+        help="write the skeleton of an exercise (problems/ID/, reference/ID/) that validate accepts as written",
+        epilog=EPILOG,
+    )
+    new_problem.add_argument("id", metavar="ID", help="the new problem's id: lowercase letters, digits, underscores")
+
     mutate = commands.add_parser(
         "mutate",
         help="grade mutants of the reference against the problem's cases: killed, diagnosed, survived, equivalent",

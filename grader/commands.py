@@ -216,6 +216,16 @@ def cmd_validate(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED
 
 
+def cmd_new_problem(args: argparse.Namespace) -> ExitCode:
+    """The skeleton of a new exercise under the project root, then the commands to run next."""
+    from grader.course.new_problem import write_skeleton
+
+    for path in write_skeleton(PROJECT_ROOT, args.id):
+        print(f"wrote {path.relative_to(PROJECT_ROOT)}")
+    print(f"next: .venv/bin/python -m grader validate --problem {args.id}")
+    return ExitCode.OK
+
+
 def cmd_known_wrong(args: argparse.Namespace) -> ExitCode:
     """The materialized known-wrong files, one path a line, relative to the project root where they lie in it."""
     problem = Problem(args.problem)
@@ -373,6 +383,7 @@ def dispatch(
     handlers = {"grade-all": cmd_grade_all, "previews": cmd_previews, "validate": cmd_validate}
     handlers["gradescope-zip"] = cmd_gradescope_zip
     handlers["known-wrong"] = cmd_known_wrong
+    handlers["new-problem"] = cmd_new_problem
     handlers["clauses"] = cmd_clauses
     handlers["mutate"] = cmd_mutate
     handlers["merge"] = cmd_merge

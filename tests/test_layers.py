@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("text", ("grader.text", "grader.paths", "grader")),
     ("model", ("grader.model",)),
     ("confine", ("grader.confine",)),
-    ("judge", ("grader.judge",)),
+    ("judge", ("grader.judge", "grader.author")),
     ("outputs", ("grader.outputs",)),
     ("engine", ("grader.engine",)),
     ("course", ("grader.course", "grader.watch")),

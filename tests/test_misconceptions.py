@@ -1,10 +1,9 @@
-"""Every problem's declared misconceptions: well-formed data tied to real checks and known-wrong solutions, with
-short learner-facing explanations, and outputs that are neither the reference's nor a trivial answer's."""
+"""Every problem's declared misconceptions: the authoring rules `validate` enforces hold and catch what they should,
+and each misreading's outputs are neither the reference's nor a trivial answer's."""
 
 from __future__ import annotations
 
 import functools
-import re
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,52 +14,17 @@ import pytest
 import torch
 from conftest import ROOT
 
+from grader.course.authoring import SENTENCE_END, explanation_findings, misreading_findings
+from grader.course.new_problem import write_skeleton
 from grader.judge.cases import Call
 from grader.judge.compare import fails_alike, judge_case, same_as
 from grader.judge.expectations import Expectations, single_threaded
 from grader.model.generic import CATALOGUE
+from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
-from grader.model.spec import CheckSpec
+from grader.model.spec import CheckSpec, SpecError
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
-
-FIELDS = {"id", "solution", "explanation"}  # the owners are derived: the checks of the clauses it breaks
-OPTIONAL_FIELDS = {"convention", "generic"}  # a library's deliberate convention; a generic misreading it is
-ID_PATTERN = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
-MAX_EXPLANATION_CHARS = 400
-# A sentence ends at . ! or ? followed by whitespace or the end; `torch.std` and 1e-6 end none.
-SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
-
-
-def _declaration_path(problem_id: str) -> Path:
-    return ROOT / "reference" / problem_id / "misconceptions.toml"
-
-
-PROBLEMS = [p for p in list_problems(ROOT) if _declaration_path(p).is_file()]
-
-
-def _raw(problem_id: str) -> dict[str, Any]:
-    return tomllib.loads(_declaration_path(problem_id).read_text())
-
-
-def _entries(problem_id: str) -> list[dict[str, Any]]:
-    entries = _raw(problem_id).get("misconceptions", [])
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-
-
-def _declared() -> list[tuple[str, str]]:
-    """(problem, misconception id) pairs; a file that does not parse declares none here and fails the
-    structure test instead of breaking collection."""
-    pairs = []
-    for problem_id in PROBLEMS:
-        try:
-            pairs += [(problem_id, str(e.get("id"))) for e in _entries(problem_id)]
-        except tomllib.TOMLDecodeError:
-            continue
-    return list(dict.fromkeys(pairs))
-
-
-DECLARED = _declared()
 
 
 @functools.cache
@@ -68,87 +32,55 @@ def _problem(problem_id: str) -> Problem:
     return Problem(problem_id, ROOT)
 
 
-def _entry(problem_id: str, misconception_id: str) -> dict[str, Any]:
-    (entry,) = [e for e in _entries(problem_id) if e.get("id") == misconception_id]
-    return entry
+# every problem's misreadings, as the loader reads them from wrong/*.toml and misconceptions.toml alike
+PROBLEMS = [p for p in list_problems(ROOT) if _problem(p).misconceptions]
+DECLARED = [(p, m.id) for p in PROBLEMS for m in _problem(p).misconceptions]
+
+
+def _misconception(problem_id: str, misconception_id: str) -> Misconception:
+    (found,) = [m for m in _problem(problem_id).misconceptions if m.id == misconception_id]
+    return found
 
 
 def test_some_problem_declares_misconceptions() -> None:
-    assert PROBLEMS, "no reference/<id>/misconceptions.toml found for any problem"
+    assert PROBLEMS, "no problem declares a misreading"
 
 
-# ---------------------------------------------------------------- structure
-
-
-@pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_file_holds_only_misconception_tables_with_the_four_fields(problem_id: str) -> None:
-    raw = _raw(problem_id)
-    assert set(raw) == {"misconceptions"}, f"unknown top-level keys {sorted(set(raw) - {'misconceptions'})}"
-    entries = raw["misconceptions"]
-    assert isinstance(entries, list) and entries, "`misconceptions` must be a non-empty array of tables"
-    for entry in entries:
-        assert isinstance(entry, dict), f"{entry!r} is not a table"
-        assert FIELDS <= set(entry) <= FIELDS | OPTIONAL_FIELDS, (
-            f"{entry.get('id')}: keys {sorted(entry)} must be {sorted(FIELDS)}, and maybe {sorted(OPTIONAL_FIELDS)}"
-        )
-        assert isinstance(entry["id"], str) and isinstance(entry["solution"], str)
-        assert isinstance(entry["explanation"], str)
+# ---------------------------------------------------------------- the authoring rules, which `validate` enforces
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_ids_are_unique_names_of_the_misreading(problem_id: str) -> None:
-    ids = [e["id"] for e in _entries(problem_id)]
-    assert len(ids) == len(set(ids)), f"duplicate ids {sorted({i for i in ids if ids.count(i) > 1})}"
-    for entry in _entries(problem_id):
-        assert ID_PATTERN.fullmatch(entry["id"]), f"{entry['id']!r} is not lowercase_with_underscores"
-        # the id names the misreading; the file that embodies it is named separately
-        assert entry["id"] != Path(entry["solution"]).stem, f"{entry['id']}: the id repeats the file name"
+def test_misreadings_keep_the_authoring_rules(problem_id: str) -> None:
+    """What `validate` checks without grading: explanations, ids, owners (`course/authoring.py`)."""
+    assert not misreading_findings(_problem(problem_id))
 
 
-@pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_each_solution_is_a_distinct_known_wrong_file(problem_id: str) -> None:
-    wrong_dir = _problem(problem_id).reference_dir / "wrong"
-    solutions = [e["solution"] for e in _entries(problem_id)]
-    assert len(solutions) == len(set(solutions)), "one known-wrong file embodies two misconceptions"
-    for name in solutions:
-        assert Path(name).name == name and name.endswith(".py"), f"{name!r} must be a file name under wrong/"
-        assert (wrong_dir / name).with_suffix(".toml").is_file(), f"{name} is not declared in {wrong_dir}"
+def _explained(explanation: str, **extra: Any) -> Misconception:
+    fields = {"id": "sigma_floored", "solution": "max_sigma_eps.py", "owners": ["eps_placement"], **extra}
+    return Misconception(explanation=explanation, **fields)
 
 
-@pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_owners_are_checks_the_solution_declares_it_fails(problem_id: str) -> None:
-    problem = _problem(problem_id)
-    for misconception in problem.misconceptions:
-        owners = misconception.owners
-        assert len(owners) == len(set(owners)), f"{misconception.id}: an owner is listed twice"
-        (known,) = [k for k in problem.known_wrong() if k.path.name == misconception.solution]
-        assert set(owners) == {c.id for c in problem.spec.checks if c.clause in known.breaks}, misconception.id
-        undeclared = set(owners) - known.must_fail - known.may_fail
-        assert not undeclared, (
-            f"{misconception.id}: owners {sorted(undeclared)} are in neither must_fail nor may_fail of "
-            f"{misconception.solution}"
-        )
+@pytest.mark.parametrize(
+    ("explanation", "rule"),
+    [
+        ("The statement adds eps. " * 20, "characters"),
+        ("The statement adds eps outside the root", "end its last sentence"),
+        ("One. Two. Three.", "3 sentences"),
+        ("Seed 4409 shows it.", "quotes a hidden seed"),
+        ("As max_sigma_eps does.", "names the known-wrong file"),
+    ],
+)
+def test_each_explanation_rule_names_what_is_wrong(explanation: str, rule: str) -> None:
+    found = explanation_findings(_explained(explanation), [4409, 52])
+    assert any(rule in finding for finding in found), found
 
 
-# ---------------------------------------------------------------- explanations
-
-
-@pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_explanations_are_short_and_reveal_nothing_hidden(problem_id: str) -> None:
-    seeds = [str(s) for s in _problem(problem_id).grading_seeds]
-    for entry in _entries(problem_id):
-        text, name = entry["explanation"].strip(), entry["id"]
-        assert 0 < len(text) < MAX_EXPLANATION_CHARS, f"{name}: {len(text)} characters"
-        assert text[-1] in ".!?", f"{name}: the explanation must end its last sentence"
-        sentences = len(SENTENCE_END.findall(text))
-        assert 1 <= sentences <= 2, f"{name}: {sentences} sentences; say it in one or two"
-        leaked = [s for s in seeds if s in text]
-        assert not leaked, f"{name}: the explanation contains a hidden seed"
-        stem = Path(entry["solution"]).stem
-        assert stem not in text and ".py" not in text, f"{name}: the explanation names the known-wrong file"
-        convention = " ".join(map(str, entry.get("convention", {}).values()))
-        assert not [s for s in seeds if s in convention], f"{name}: the convention contains a hidden seed"
-        assert stem not in convention, f"{name}: the convention names the known-wrong file"
+def test_a_good_explanation_breaks_no_rule_and_an_id_that_repeats_its_file_does() -> None:
+    text = "`torch.std` divides by G - 1, not G; eps is 1e-6. The statement divides by G."
+    assert explanation_findings(_explained(text), [4409]) == []
+    assert explanation_findings(_explained(text, id="max_sigma_eps"), [4409]) == [
+        "its id repeats the known-wrong file's name; name the misreading instead"
+    ]
 
 
 def test_sentence_counter_ignores_dots_inside_code_and_numbers() -> None:
@@ -308,8 +240,7 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
     problem_id: str, misconception_id: str
 ) -> None:
     problem = _problem(problem_id)
-    entry = _entry(problem_id, misconception_id)
-    functions = _solution_functions(problem, entry["solution"])
+    functions = _solution_functions(problem, _misconception(problem_id, misconception_id).solution)
     observations = [(case, _observe(functions, case.call)) for case in _public_cases(problem_id)]
     differing = {
         case.check.id
@@ -347,7 +278,7 @@ def test_a_convention_names_a_library_the_problem_ports(problem_id: str) -> None
         assert sentence.startswith(convention.library) and "this statement" in sentence
 
 
-GENERIC = [(p, m) for p, m in DECLARED if _entry(p, m).get("generic")]
+GENERIC = [(p, m) for p, m in DECLARED if _misconception(p, m).generic]
 
 
 @pytest.mark.parametrize(("problem_id", "misconception_id"), GENERIC, ids=[f"{p}:{m}" for p, m in GENERIC])
@@ -374,3 +305,42 @@ def test_a_generic_misreading_transform_behaves_as_its_solution_in_its_owner_che
         alike = same_as(call.function, call.kwargs, mine, theirs, aspects, problem.tolerances, rounded)
         # or both fail backward the same way (a result cut from the graph has nothing to differentiate)
         assert alike or fails_alike(call.function, call.kwargs, mine, theirs, aspects, problem.tolerances), call.label
+
+
+# ---------------------------------------------------------------- one file per misreading, or misconceptions.toml
+
+
+def _skeleton(tmp_path: Path) -> Path:
+    """A fresh skeleton problem's reference folder; its one misreading is declared in its known-wrong file."""
+    write_skeleton(tmp_path, "demo")
+    return tmp_path / "reference" / "demo"
+
+
+def _listed(reference: Path, id_: str, solution: str = "scale_ignored.py") -> None:
+    explanation = (
+        "The statement multiplies the centred values by scale. Leaving scale out is right only when scale is 1."
+    )
+    reference.joinpath("misconceptions.toml").write_text(
+        f'[[misconceptions]]\nid = "{id_}"\nsolution = "{solution}"\nexplanation = "{explanation}"\n'
+    )
+
+
+def test_both_forms_load_to_the_same_misconception(tmp_path: Path) -> None:
+    reference = _skeleton(tmp_path)
+    (inline,) = Problem("demo", tmp_path).misconceptions
+    declaration = reference / "wrong" / "scale_ignored.toml"
+    text = declaration.read_text()
+    declaration.write_text(text[: text.index("\n# the misreading")] + "\n")
+    _listed(reference, "scale_dropped")
+    (listed,) = Problem("demo", tmp_path).misconceptions
+    assert listed.model_dump() == inline.model_dump()
+
+
+@pytest.mark.parametrize("listed_id", ["scale_dropped", "scale_forgotten"])
+def test_a_misreading_declared_twice_is_rejected_naming_both_places(tmp_path: Path, listed_id: str) -> None:
+    """By its id, or by the known-wrong file that embodies it under another id."""
+    reference = _skeleton(tmp_path)
+    _listed(reference, listed_id)
+    twice = "'scale_dropped'" if listed_id == "scale_dropped" else "'scale_ignored.py'"
+    with pytest.raises(SpecError, match=f"misreading {twice} is declared twice \\(and in .*misconceptions.toml\\)"):
+        _ = Problem("demo", tmp_path).misconceptions

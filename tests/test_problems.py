@@ -9,18 +9,19 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import PROBLEM, ROOT, problem_named
+from conftest import PROBLEM, problem_named
 from in_process import grade_in_process
 
 from grader import cli, commands, engine
+from grader.course.authoring import quoted_seeds, seed_findings
 from grader.course.coverage import reference_coverage
+from grader.course.new_problem import write_skeleton
 from grader.course.validate import (
     MIN_SEEDS,
     Finding,
@@ -162,23 +163,6 @@ def _ids(pairs: list[tuple[str, Any]]) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- hidden seeds
 
-# What a learner may read: every problem's statement, starter, toy and public cases, and the sample submissions.
-LEARNER_VISIBLE = (ROOT / "problems", ROOT / "submissions")
-
-
-def _learner_visible_files() -> list[Path]:
-    return [
-        path
-        for folder in LEARNER_VISIBLE
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts
-    ]
-
-
-def quoted_seeds(text: str, seeds: list[int]) -> list[int]:
-    """The seeds `text` quotes as a number of their own (not as digits of a longer number or a decimal)."""
-    return [seed for seed in seeds if re.search(rf"(?<![\w.]){seed}(?![\w.])", text)]
-
 
 def test_a_quoted_seed_is_found_and_digits_of_another_number_are_not() -> None:
     assert quoted_seeds("seed = 4409\n", [4409, 52]) == [4409]
@@ -186,22 +170,21 @@ def test_a_quoted_seed_is_found_and_digits_of_another_number_are_not() -> None:
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_hidden_seeds_are_many_and_distinct_from_the_public_seed(problem_id: str) -> None:
+def test_hidden_seeds_are_many_distinct_and_quoted_in_no_learner_visible_file(problem_id: str) -> None:
+    """The authoring rules `validate` enforces (`course/authoring.py`): neither in the problem's own folder nor in
+    any other file a learner may read."""
     problem = _problem(problem_id)
-    assert len(set(problem.grading_seeds)) == len(problem.grading_seeds) >= MIN_SEEDS
-    assert problem.spec.public_seed not in problem.grading_seeds
+    assert len(problem.grading_seeds) >= MIN_SEEDS
+    assert not seed_findings(problem)
 
 
-@pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_hidden_seeds_appear_in_no_learner_visible_file(problem_id: str) -> None:
-    """Neither in the problem's own folder nor in any other file a learner may read."""
-    seeds = _problem(problem_id).grading_seeds
-    leaks = [
-        f"{path.relative_to(ROOT)}: {seed}"
-        for path in _learner_visible_files()
-        for seed in quoted_seeds(path.read_text(errors="replace"), seeds)
-    ]
-    assert not leaks, leaks
+def test_a_seed_quoted_in_a_learner_visible_file_is_named(tmp_path: Path) -> None:
+    write_skeleton(tmp_path, "seed_demo")
+    problem = Problem("seed_demo", tmp_path)
+    assert seed_findings(problem) == []
+    statement = tmp_path / "problems" / "seed_demo" / "statement.md"
+    statement.write_text(statement.read_text() + f"\nseed {problem.grading_seeds[2]}\n")
+    assert seed_findings(problem) == ["problems/seed_demo/statement.md quotes a hidden seed of seed_demo"]
 
 
 # ---------------------------------------------------------------------------------------------- the reference

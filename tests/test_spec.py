@@ -14,7 +14,16 @@ from conftest import PROBLEM, ROOT
 from pydantic import ValidationError
 
 from grader.model.problem import list_problems
-from grader.model.spec import CHECK_KINDS, TIERS, CheckKind, Limits, ProblemSpec, SpecError, load_spec
+from grader.model.spec import (
+    CHECK_KINDS,
+    TIER_PRESETS,
+    TIERS,
+    CheckKind,
+    Limits,
+    ProblemSpec,
+    SpecError,
+    load_spec,
+)
 
 SPEC_PATH = ROOT / "problems" / PROBLEM / "problem.toml"
 # The last commit whose problem.toml files restated every default; the same specs must load from them.
@@ -188,7 +197,8 @@ def test_problem_toml_states_no_default(problem_id: str) -> None:
     data = tomllib.loads((ROOT / "problems" / problem_id / "problem.toml").read_text())
     restated = [f"limits.{k}" for k, v in data.get("limits", {}).items() if Limits.model_fields[k].default == v]
     for check in data["checks"]:
-        fields = CHECK_KINDS[check["kind"]].model_fields
+        kind = check.get("kind") or data["check_defaults"][check["tier"]]["kind"]
+        fields = CHECK_KINDS[kind].model_fields
         restated += [f"{check['id']}.{k}" for k, v in check.items() if k != "kind" and fields[k].default == v]
         restated += [f"{check['id']}.cases"] if check.get("cases") == check["id"] else []
     assert not restated
@@ -255,3 +265,68 @@ def test_load_spec_reports_bad_toml(tmp_path: Path) -> None:
 def test_load_spec_reports_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="no problem spec at"):
         load_spec(tmp_path / "problem.toml")
+
+
+# ---------------------------------------------------------------- presets, compare sets, tier defaults
+
+
+def _written_out(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with every check's compare, kind and title written out in full, and no presets."""
+    return ProblemSpec.model_validate(raw).model_dump(exclude={"compare_sets", "check_defaults"})
+
+
+def test_compare_sets_tier_defaults_and_presets_load_as_the_lists_they_name(raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    data["tiers"] = "standard"
+    data["compare_sets"] = {"values": ["type", "shape", "values"]}
+    data["check_defaults"] = {"T1": {"kind": "differential", "expected": "oracle", "public": False}}
+    changed = 0
+    for check in data["checks"]:
+        if check.get("compare") == ["type", "shape", "values"]:
+            check["compare"] = "values"
+            changed += 1
+        if check["tier"] == "T1" and check.get("expected") == "oracle" and check.get("public") is False:
+            del check["kind"], check["expected"], check["public"]
+    assert changed
+    spec = ProblemSpec.model_validate(data)
+    assert [(t.id, t.points) for t in spec.tiers] == [(t, p) for t, _, p in TIER_PRESETS["standard"]]
+    data["tiers"] = raw["tiers"]
+    assert _written_out(data) == _written_out(raw)
+
+
+def test_a_tier_default_a_kind_does_not_take_is_left_out_and_a_check_overrides_it(raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    data["check_defaults"] = {"T0": {"expected": "oracle", "precision": "strict"}}
+    spec = ProblemSpec.model_validate(data)
+    t0 = [c for c in spec.checks if c.tier == "T0"]
+    assert {c.kind for c in t0} >= {"signature", "differential"}
+    assert all(c.expected == ("oracle" if c.kind == "differential" else "reference") for c in t0)
+    data["checks"][[c["tier"] for c in data["checks"]].index("T0")]["visibility"] = "hidden"
+    data["check_defaults"]["T0"]["visibility"] = "after_due_date"
+    first = next(c for c in ProblemSpec.model_validate(data).checks if c.tier == "T0")
+    assert first.visibility == "hidden"
+
+
+def test_an_unknown_compare_set_or_preset_is_one_line_naming_it(raw: dict[str, Any], tmp_path: Path) -> None:
+    data = copy.deepcopy(raw)
+    differential = next(c for c in data["checks"] if c["kind"] == "differential")
+    differential["compare"] = "shapes"
+    assert f"check `{differential['id']}`: compare names no `[compare_sets]` entry 'shapes' (none)" in _invalid(data)
+    data = copy.deepcopy(raw)
+    data["tolerances"] = "loose"
+    assert "`tolerances` names no preset 'loose'; the presets are standard" in _invalid(data)
+
+
+def test_a_check_takes_its_clause_by_its_id_and_its_title_from_the_clause(raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    clause = data["clauses"][0]
+    owner = next(c for c in data["checks"] if c["clause"] == clause["id"])
+    data["clauses"].append({"id": owner["id"], "kind": clause["kind"], "text": "A clause named as its check"})
+    del owner["clause"], owner["title"]
+    data["checks"].append({**copy.deepcopy(owner), "id": "second_owner", "clause": clause["id"], "points": 1})
+    data["checks"][-1].pop("cases", None)
+    data["tiers"] = [{**t, "points": t["points"] + (1 if t["id"] == owner["tier"] else 0)} for t in data["tiers"]]
+    spec = ProblemSpec.model_validate(data)
+    checks = {c.id: c for c in spec.checks}
+    assert (checks[owner["id"]].clause, checks[owner["id"]].title) == (owner["id"], "A clause named as its check")
+    assert checks["second_owner"].title == clause["text"]

@@ -2,6 +2,8 @@
 
 - `validate`: proves a problem: every line of the reference reached, the reference at full marks, each known-wrong
   solution caught as declared.
+- `authoring`: the rules `validate` checks without grading: misreadings well explained and owned, seeds hidden.
+- `new_problem`: `new-problem ID`, the skeleton of an exercise that `validate` accepts as written.
 - `clauses`: each problem's clause-to-check table, with the weight each clause carries.
 - `coverage`: which lines and branches of a reference no case reaches (a clause broken for free).
 - `gradescope_zip`: the autograder zip for Gradescope.

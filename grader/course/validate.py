@@ -1,6 +1,6 @@
 """Prove a problem's checks: the reference earns full marks on every hidden seed, each known-wrong solution fails
-exactly the checks it declares (required) and no check outside its permitted list, and each known-wrong solution
-and convention port scores what the clauses it breaks declare."""
+exactly the checks it declares (required) and no check outside its permitted list, each known-wrong solution and
+convention port scores what the clauses it breaks declare, and the authoring rules hold (`course/authoring.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Protocol
 from rich.console import Console
 from rich.table import Table
 
+from grader.course.authoring import misreading_findings, seed_findings
 from grader.course.catalog import catalog_errors, problem_specs
 from grader.course.coverage import reference_coverage
 from grader.model.misconceptions import Misconception
@@ -187,11 +188,19 @@ def catalog_findings(problem: Problem) -> list[Finding]:
     return [Finding("catalog", error) for error in catalog_errors(specs)]
 
 
+def authoring_findings(problem: Problem) -> list[Finding]:
+    """The authoring rules (`course/authoring.py`): misreadings well explained and owned, hidden seeds hidden."""
+    return [Finding(f"misreading {mid}", what) for mid, what in misreading_findings(problem)] + [
+        Finding("seeds", what) for what in seed_findings(problem)
+    ]
+
+
 def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
     console = Console(width=140)
     grade = _remembered(grade_many)
     findings = (
         catalog_findings(problem)
+        + authoring_findings(problem)
         + coverage_findings(problem)
         + reference_findings(problem, grade)
         + wrong_findings(problem, grade)

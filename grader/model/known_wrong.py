@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from grader.model.misconceptions import Misreading
 from grader.model.spec import SpecError
 from grader.paths import cache_dir
 
@@ -58,6 +59,8 @@ class Declaration(BaseModel):
     must_fail: list[str] = Field(min_length=1)
     may_fail: list[str] = []
     edit: list[Edit] = Field(min_length=1)
+    # the misreading this solution embodies, declared here rather than in misconceptions.toml
+    misconception: Misreading | None = None
 
 
 def load_declaration(path: Path) -> Declaration:

@@ -15,7 +15,7 @@ from typing import Any
 
 from grader.judge.cases import CaseGenerator
 from grader.model.generic import CATALOGUE
-from grader.model.known_wrong import KnownWrong, combined, load_declaration, materialize
+from grader.model.known_wrong import KnownWrong, combined, declarations, load_declaration, materialize
 from grader.model.misconceptions import Misconception, load_misconceptions
 from grader.model.ports import Port, load_ports
 from grader.model.spec import ProblemSpec, SpecError, Tolerance, load_spec
@@ -87,11 +87,16 @@ class Problem:
 
     @cached_property
     def misconceptions(self) -> list[Misconception]:
-        """The known misreadings the judge diagnoses, from reference/<id>/misconceptions.toml (may be absent)."""
+        """The known misreadings the judge diagnoses: reference/<id>/misconceptions.toml's (the file may be absent),
+        then those the known-wrong declarations reference/<id>/wrong/*.toml hold in a `[misconception]` table."""
+        parsed = {path: load_declaration(path) for path in declarations(self.reference_dir)}
         return load_misconceptions(
             self.reference_dir / "misconceptions.toml",
-            lambda path: self.owner_checks(path, load_declaration(path).breaks),
+            lambda path: self.owner_checks(
+                path, parsed[path].breaks if path in parsed else load_declaration(path).breaks
+            ),
             self.reference_dir / "wrong",
+            {path: d.misconception for path, d in parsed.items() if d.misconception is not None},
         )
 
     def owner_checks(self, where: Path, breaks: Iterable[str]) -> list[str]:

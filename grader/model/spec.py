@@ -220,6 +220,71 @@ class Catalog(Strict):
         return self
 
 
+# ---------------------------------------------------------------- presets: what most problems write alike, named once
+
+# `tiers = "standard"`: the four tiers of the README's table, with their usual titles and points
+TIER_PRESETS: dict[str, tuple[tuple[TierId, str, float], ...]] = {
+    "standard": (
+        ("T0", "Contracts", 10),
+        ("T1", "Scalar-loop oracle", 30),
+        ("T2", "Edge cases", 40),
+        ("T3", "Toy experiment", 20),
+    ),
+}
+# `tolerances = "standard"`: float32 and float64 results at the tolerances a vectorized reference meets against a
+# scalar loop in the same precision
+TOLERANCE_PRESETS: dict[str, dict[str, dict[str, float]]] = {
+    "standard": {"float32": {"rtol": 1e-4, "atol": 1e-6}, "float64": {"rtol": 1e-9, "atol": 1e-12}},
+}
+
+
+class CheckDefaults(Strict):
+    """`[check_defaults.<tier>]`: keys every check of the tier takes unless it sets them (a key a check's kind does
+    not take is left out of that check)."""
+
+    kind: CheckKind | None = None
+    visibility: Visibility | None = None
+    public: bool | None = None
+    expected: Expected | None = None
+    compare: str | list[Aspect] | None = None  # a list, or the name of a `[compare_sets]` entry
+    precision: Precision | None = None
+
+
+def _preset(value: Any, presets: Mapping[str, Any], key: str) -> Any:
+    """A preset's content for a string value, the value itself otherwise."""
+    if not isinstance(value, str):
+        return value
+    if value not in presets:
+        raise ValueError(f"`{key}` names no preset {value!r}; the presets are {', '.join(presets)}")
+    return presets[value]
+
+
+def _expand_check(raw: Any, index: int, defaults: Mapping[str, Any], sets: Mapping[str, Any], clauses: Any) -> Any:
+    """One raw check with its tier's defaults, its compare set and its clause and title defaults filled in."""
+    if not isinstance(raw, dict):
+        return raw
+    check = dict(raw)
+    tier_defaults = defaults.get(str(check.get("tier")), {})
+    if "kind" not in check and isinstance(tier_defaults, dict) and "kind" in tier_defaults:
+        check["kind"] = tier_defaults["kind"]
+    kind_fields = CHECK_KINDS[check["kind"]].model_fields if check.get("kind") in CHECK_KINDS else {}
+    for key, value in tier_defaults.items() if isinstance(tier_defaults, dict) else ():
+        if key not in check and key in kind_fields:
+            check[key] = value
+    name = check.get("id", f"#{index + 1}")
+    if isinstance(check.get("compare"), str):
+        if check["compare"] not in sets:
+            known = ", ".join(sets) or "none"
+            raise ValueError(f"check `{name}`: compare names no `[compare_sets]` entry {check['compare']!r} ({known})")
+        check["compare"] = sets[check["compare"]]
+    texts = {c.get("id"): c.get("text") for c in clauses if isinstance(c, dict)} if isinstance(clauses, list) else {}
+    if "clause" not in check and check.get("id") in texts:
+        check["clause"] = check["id"]
+    if "title" not in check and isinstance(texts.get(check.get("clause")), str):
+        check["title"] = texts[check["clause"]]
+    return check
+
+
 class ProblemSpec(Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str = Field(min_length=1)
@@ -232,12 +297,40 @@ class ProblemSpec(Strict):
     tiers: list[TierSpec]
     clauses: list[Clause] = Field(min_length=1)
     checks: list[CheckSpec]
+    # named lists of aspects, for checks that compare alike: `compare = "<name>"` in a check or its tier's defaults
+    compare_sets: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], list[Aspect]] = {}
+    check_defaults: dict[TierId, CheckDefaults] = {}
     plots: list[PlotSpec] = []
     # a failing case explained by a misreading charged in its owner checks earns its points in the others
     follow_through: bool = True
     # "enforced": `validate` fails when a known-wrong solution or a port scores more than 2 points off the score its
     # broken clauses declare; "reported": it prints the table and warns
     declared_scores: DeclaredScores = "reported"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand(cls, data: Any) -> Any:
+        """Presets, compare sets and tier defaults written out, so every model below sees a check whole."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "tiers" in data:
+            tiers = _preset(data["tiers"], TIER_PRESETS, "tiers")
+            data["tiers"] = (
+                [{"id": t, "title": title, "points": points} for t, title, points in tiers]
+                if isinstance(data["tiers"], str)
+                else tiers
+            )
+        if "tolerances" in data:
+            data["tolerances"] = _preset(data["tolerances"], TOLERANCE_PRESETS, "tolerances")
+        sets = data.get("compare_sets", {})
+        defaults = data.get("check_defaults", {})
+        if isinstance(sets, dict) and isinstance(defaults, dict) and isinstance(data.get("checks"), list):
+            clauses = data.get("clauses", [])
+            data["checks"] = [
+                _expand_check(raw, index, defaults, sets, clauses) for index, raw in enumerate(data["checks"])
+            ]
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> ProblemSpec:
