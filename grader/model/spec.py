@@ -240,7 +240,7 @@ TOLERANCE_PRESETS: dict[str, dict[str, dict[str, float]]] = {
 
 class CheckDefaults(Strict):
     """`[check_defaults.<tier>]`: keys every check of the tier takes unless it sets them (a key a check's kind does
-    not take is left out of that check)."""
+    not take is left out of that check); None is a key left unset."""
 
     kind: CheckKind | None = None
     visibility: Visibility | None = None
@@ -248,6 +248,9 @@ class CheckDefaults(Strict):
     expected: Expected | None = None
     compare: str | list[Aspect] | None = None  # a list, or the name of a `[compare_sets]` entry
     precision: Precision | None = None
+    exact: bool | None = None
+    atol: float | None = Field(None, ge=0)
+    rtol: float | None = Field(None, ge=0)
 
 
 def _preset(value: Any, presets: Mapping[str, Any], key: str) -> Any:

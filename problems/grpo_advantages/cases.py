@@ -19,32 +19,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from grader.judge.cases import Call
+from grader.author import DTYPES, F32, F64, Call, as_one, dtype_name, randint, shuffled, strided, uniform
 
-F32, F64 = torch.float32, torch.float64
-DTYPES = (F32, F64)
 FUNCTION = "grpo_advantages"
 FLOAT32_GRID = 256  # float32 rewards are multiples of 1/256, so every group sum is exact in any order
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _options(std_normalize: bool | None, eps: float | None, unbiased: bool | None) -> dict[str, object]:
     given = {"std_normalize": std_normalize, "eps": eps, "unbiased": unbiased}
     return {name: value for name, value in given.items() if value is not None}
-
-
-def _describe(rewards: Tensor, group_size: int, options: dict[str, object]) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in options.items()) or "defaults"
-    return f"{_name(rewards.dtype)} N={rewards.shape[0]} G={group_size}, {shown}"
 
 
 def advantages_call(rewards: Tensor, group_size: int, std_normalize: bool | None = True, eps: float | None = 1e-6,
@@ -53,29 +41,15 @@ def advantages_call(rewards: Tensor, group_size: int, std_normalize: bool | None
     """One call; an option left None is omitted, so the learner's default applies."""
     options = _options(std_normalize, eps, unbiased)
     kwargs = {"rewards": rewards, "group_size": group_size, **options}
-    label = _describe(rewards, group_size, options) + (f": {note}" if note else "")
+    shown = ", ".join(f"{k}={v}" for k, v in options.items()) or "defaults"
+    label = f"{dtype_name(rewards.dtype)} N={rewards.shape[0]} G={group_size}, {shown}" + (f": {note}" if note else "")
     return Call(FUNCTION, kwargs, label, requires_grad=requires_grad, hidden=hidden, group=group)
-
-
-def _randint(g: torch.Generator, low: int, high: int) -> int:
-    """An int in [low, high], both included."""
-    return int(torch.randint(low, high + 1, (), generator=g))
-
-
-def _shuffled(calls: list[Call], g: torch.Generator) -> list[Call]:
-    """The calls in an order drawn from `g`: a call's position says nothing about what it must return."""
-    return [calls[i] for i in torch.randperm(len(calls), generator=g).tolist()]
 
 
 def _shuffled_groups(rewards: Tensor, group_size: int, g: torch.Generator) -> Tensor:
     """The same groups in an order drawn from `g`."""
     grouped = rewards.reshape(-1, group_size)  # [N / G, G]
     return grouped[torch.randperm(grouped.shape[0], generator=g)].reshape(-1)
-
-
-def _as_one(calls: list[Call], name: str) -> list[Call]:
-    """The calls scored as one case: a convention is kept or broken as a whole, so breaking it costs its weight."""
-    return [replace(call, group=name) for call in calls]
 
 
 # ---------------------------------------------------------------- reward batches
@@ -101,10 +75,6 @@ def _spread_group(g: torch.Generator, size: int, dtype: torch.dtype, level: floa
     return (centre + ticks / FLOAT32_GRID).to(dtype)
 
 
-def _uniform(g: torch.Generator, low: float, high: float) -> float:
-    return low + (high - low) * float(torch.rand((), generator=g, dtype=F64))
-
-
 def _binary_group(g: torch.Generator, size: int, dtype: torch.dtype, p: float) -> Tensor:
     return (torch.rand(size, generator=g, dtype=F64) < p).to(dtype)
 
@@ -117,8 +87,8 @@ def random_rewards(g: torch.Generator, group_size: int, groups: int, dtype: torc
     """
     parts = []
     for index in range(groups):
-        scale = (0.3, 2.5)[index] if index < 2 else math.exp(_uniform(g, -1.4, 1.0))
-        parts.append(_spread_group(g, group_size, dtype, _uniform(g, -2.0, 2.0), scale))
+        scale = (0.3, 2.5)[index] if index < 2 else math.exp(uniform(g, -1.4, 1.0))
+        parts.append(_spread_group(g, group_size, dtype, uniform(g, -2.0, 2.0), scale))
     return torch.cat(parts)
 
 
@@ -161,11 +131,11 @@ def contract(g: torch.Generator) -> list[Call]:
         calls.append(advantages_call(rewards, group_size))
         calls.append(advantages_call(rewards, group_size, std_normalize=False))
     # an empty tensor holds nothing to draw: its call counts with a call whose rewards are drawn
-    rewards = random_rewards(g, 4, _randint(g, 1, 3), F64)
+    rewards = random_rewards(g, 4, randint(g, 1, 3), F64)
     calls.append(advantages_call(torch.zeros(0, dtype=F64), 4, note="empty rewards give an empty result",
                                  group="empty rewards"))
     calls.append(advantages_call(rewards, 4, note="the partner of the empty case", group="empty rewards").as_partner())
-    return _as_one(calls, "contract")
+    return as_one(calls, "contract")
 
 
 def contract_grad(g: torch.Generator) -> list[Call]:
@@ -186,12 +156,12 @@ def single_sample_groups(g: torch.Generator) -> list[Call]:
         for index, (std_normalize, eps, unbiased) in enumerate([(True, 1e-6, False), (True, 1e-6, True),
                                                                 (True, 0.0, False), (True, 0.0, True),
                                                                 (False, 1e-6, True)]):
-            rewards = random_rewards(g, 2, _randint(g, 2, 4), dtype)
-            group = f"{_name(dtype)} {index}"
+            rewards = random_rewards(g, 2, randint(g, 2, 4), dtype)
+            group = f"{dtype_name(dtype)} {index}"
             calls.append(advantages_call(rewards, 1, std_normalize, eps, unbiased, group=group))
             calls.append(advantages_call(rewards, 2, False, note="the partner of a group_size=1 case",
                                          group=group).as_partner())
-    return _as_one(_shuffled(calls, g), "group_size = 1")
+    return as_one(shuffled(calls, g), "group_size = 1")
 
 
 def mutation(g: torch.Generator) -> list[Call]:
@@ -201,8 +171,7 @@ def mutation(g: torch.Generator) -> list[Call]:
         calls.append(advantages_call(rewards, 4))
         calls.append(advantages_call(rewards, 4, std_normalize=False))
         calls.append(advantages_call(rewards, 2, unbiased=True))
-        strided = torch.stack([rewards, rewards], dim=1)[:, 0]  # [N], stride 2
-        calls.append(advantages_call(strided, 4, note="strided rewards"))
+        calls.append(advantages_call(strided(rewards), 4, note="strided rewards"))  # [N], stride 2
     return calls
 
 
@@ -222,10 +191,10 @@ NEARLY_SIZES = (4, 8, 16)
 
 def _nearly_constant(g: torch.Generator, group_size: int, dtype: torch.dtype) -> Tensor:
     """[G] rewards that differ by a few units of 2^-NEARLY_BITS around a random level: not constant."""
-    level = _randint(g, -48, 48) / 16
+    level = randint(g, -48, 48) / 16
     ticks = torch.randint(-2, 3, (group_size,), generator=g, dtype=torch.int64)
     if bool((ticks == ticks[0]).all()):
-        ticks[_randint(g, 0, group_size - 1)] += 1
+        ticks[randint(g, 0, group_size - 1)] += 1
     return (level + ticks.to(F64) * 2.0 ** -NEARLY_BITS[dtype]).to(dtype)
 
 
@@ -258,7 +227,7 @@ def constant_groups(g: torch.Generator) -> list[Call]:
             # eps = 0: where eps would sit is eps_placement's clause, and a tiny spread still gives order-1 advantages
             calls.append(advantages_call(rewards, group_size, True, 0.0, bool(index % 2), note=note))
             calls.append(advantages_call(rewards, group_size, False, 0.0, bool(index % 2 == 0), note=note))
-    return _as_one(calls, "constant groups")
+    return as_one(calls, "constant groups")
 
 
 def unbiased_ddof(g: torch.Generator) -> list[Call]:
@@ -268,7 +237,7 @@ def unbiased_ddof(g: torch.Generator) -> list[Call]:
             rewards = random_rewards(g, group_size, 6, dtype)
             for unbiased in (False, True):
                 calls.append(advantages_call(rewards, group_size, True, 1e-6, unbiased))
-    return _as_one(calls, "ddof")
+    return as_one(calls, "ddof")
 
 
 EPS_SCALES = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
@@ -291,7 +260,7 @@ def eps_placement(g: torch.Generator) -> list[Call]:
             # eps omitted: its default, 1e-6, is visible exactly where its placement is
             calls.append(advantages_call(rewards, group_size, True, None, bool(group_size % 8),
                                          note="sigma from 1e-8 to 1e-4, the default eps"))
-    return _as_one(calls, "eps")
+    return as_one(calls, "eps")
 
 
 def contiguous_groups(g: torch.Generator) -> list[Call]:
@@ -303,7 +272,7 @@ def contiguous_groups(g: torch.Generator) -> list[Call]:
             rewards = torch.cat(parts)
             calls.append(advantages_call(rewards, group_size, note="group k centred on 3k"))
             calls.append(advantages_call(rewards, group_size, std_normalize=False, note="group k centred on 3k"))
-    return _as_one(calls, "contiguous groups")
+    return as_one(calls, "contiguous groups")
 
 
 def per_group_statistics(g: torch.Generator) -> list[Call]:
@@ -316,7 +285,7 @@ def per_group_statistics(g: torch.Generator) -> list[Call]:
             note = "group means -5, 0, 10, 2 and spreads 0.1, 1, 5, 0.4"
             calls.append(advantages_call(rewards, group_size, note=note))
             calls.append(advantages_call(rewards, group_size, std_normalize=False, note=note))
-    return _as_one(calls, "per-group statistics")
+    return as_one(calls, "per-group statistics")
 
 
 def default_arguments(g: torch.Generator) -> list[Call]:
@@ -330,7 +299,7 @@ def default_arguments(g: torch.Generator) -> list[Call]:
         calls.append(advantages_call(rewards, group_size, None, 0.0, False))
     f32 = random_rewards(g, 4, 4, F32)
     calls.append(advantages_call(f32, 4, None, 1e-6, None))
-    return _as_one(calls, "defaults")
+    return as_one(calls, "defaults")
 
 
 def binary_rewards(g: torch.Generator) -> list[Call]:
@@ -344,7 +313,7 @@ def binary_rewards(g: torch.Generator) -> list[Call]:
             calls.append(advantages_call(rewards, group_size, True, 1e-6, False, note=note))
             calls.append(advantages_call(rewards, group_size, True, 1e-6, True, note=note))
             calls.append(advantages_call(rewards, group_size, False, 1e-6, False, note=note))
-    return _as_one(calls, "0/1 rewards")
+    return as_one(calls, "0/1 rewards")
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
@@ -358,7 +327,7 @@ def non_contiguous(g: torch.Generator) -> list[Call]:
         odd = torch.stack([rewards * 3, rewards], dim=1).reshape(-1)[1::2]  # [N], stride 2, storage offset 1
         assert not odd.is_contiguous()
         calls.append(advantages_call(odd, 4, std_normalize=False, note="every second element of a [2N] tensor"))
-    return _as_one(calls, "strided rewards")
+    return as_one(calls, "strided rewards")
 
 
 Change = Callable[[Tensor, int, torch.Generator], dict[str, Any]]  # (rewards, G, g) -> the arguments replaced
@@ -377,10 +346,10 @@ REWARDS_ERRORS: list[tuple[str, Change]] = [
     ("rewards 0-dim", lambda r, n, g: {"rewards": r[0], "group_size": 1}),
     ("rewards int64", lambda r, n, g: {"rewards": torch.randint(-5, 6, r.shape, generator=g)}),
     ("rewards bool", lambda r, n, g: {"rewards": r > r.median()}),
-    ("rewards holding NaN", lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), math.nan)}),
-    ("rewards holding -inf", lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), -math.inf)}),
+    ("rewards holding NaN", lambda r, n, g: {"rewards": _with(r, randint(g, 0, len(r) - 1), math.nan)}),
+    ("rewards holding -inf", lambda r, n, g: {"rewards": _with(r, randint(g, 0, len(r) - 1), -math.inf)}),
     ("rewards holding +inf, std_normalize=False",
-     lambda r, n, g: {"rewards": _with(r, _randint(g, 0, len(r) - 1), math.inf), "std_normalize": False}),
+     lambda r, n, g: {"rewards": _with(r, randint(g, 0, len(r) - 1), math.inf), "std_normalize": False}),
 ]
 GROUP_SIZE_ERRORS: list[tuple[str, Change]] = [
     ("group_size = 0", lambda r, n, g: {"group_size": 0}),
@@ -391,10 +360,10 @@ GROUP_SIZE_ERRORS: list[tuple[str, Change]] = [
     ("group_size = 2N", lambda r, n, g: {"group_size": 2 * len(r)}),
 ]
 EPS_ERRORS: list[tuple[str, Change]] = [
-    ("eps negative", lambda r, n, g: {"eps": -10 ** -_randint(g, 3, 9)}),
+    ("eps negative", lambda r, n, g: {"eps": -10 ** -randint(g, 3, 9)}),
     ("eps = NaN", lambda r, n, g: {"eps": math.nan}),
     ("eps = inf", lambda r, n, g: {"eps": math.inf}),
-    ("eps negative, std_normalize=False", lambda r, n, g: {"eps": -float(_randint(g, 1, 3)), "std_normalize": False}),
+    ("eps negative, std_normalize=False", lambda r, n, g: {"eps": -float(randint(g, 1, 3)), "std_normalize": False}),
 ]
 
 
@@ -414,14 +383,14 @@ def _value_errors(g: torch.Generator, family: str, changes: list[tuple[str, Chan
     calls = []
     primes = GROUP_COUNTS[FAMILIES.index(family) :: len(FAMILIES)]
     for label, change in changes:
-        group_size = _randint(g, 2, 4)
-        rewards = random_rewards(g, group_size, primes[_randint(g, 0, len(primes) - 1)], F32)
+        group_size = randint(g, 2, 4)
+        rewards = random_rewards(g, group_size, primes[randint(g, 0, len(primes) - 1)], F32)
         kwargs = {"rewards": rewards, "group_size": group_size, **change(rewards, group_size, g)}
         calls.append(Call(FUNCTION, kwargs, f"{FUNCTION}: {label} (N={len(rewards)}): must raise", group=family))
-        eps = (0.0, 1e-6, 1e-3)[_randint(g, 0, 2)]
-        calls.append(advantages_call(rewards, group_size, bool(_randint(g, 0, 1)), eps, bool(_randint(g, 0, 1)),
+        eps = (0.0, 1e-6, 1e-3)[randint(g, 0, 2)]
+        calls.append(advantages_call(rewards, group_size, bool(randint(g, 0, 1)), eps, bool(randint(g, 0, 1)),
                                      note="valid: must not raise", group=family).as_partner())
-    return _shuffled(calls, g)
+    return shuffled(calls, g)
 
 
 def rewards_errors(g: torch.Generator) -> list[Call]:
@@ -444,4 +413,4 @@ def float64_precision(g: torch.Generator) -> list[Call]:
     for std_normalize, unbiased in ((True, False), (True, True), (False, False)):
         rewards = torch.randn(12, generator=g, dtype=F64)  # [N]: no group near constant
         calls.append(advantages_call(rewards, 4, std_normalize, 0.0, unbiased, note="float64 arithmetic"))
-    return _as_one(calls, "float64")
+    return as_one(calls, "float64")
