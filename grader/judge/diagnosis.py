@@ -1,10 +1,10 @@
 """Name the misreading behind a learner's failures, and charge each one only in the checks that own it.
 
-A problem declares its known misreadings in `reference/<id>/misconceptions.toml`: an id, a learner-facing
-explanation and the known-wrong solution that embodies it. The checks that own it are those of the clauses that
-solution declares it breaks (its `breaks`), so a misreading's owners are declared once, as clauses. The judge
-computes what each of those solutions does on every case (trusted side, cached like the expectations). A failing
-case is *explained* by a misconception when the learner's observation matches that solution's on the aspects the
+A problem declares its known misreadings in `reference/<id>/wrong/<name>.toml` (or `misconceptions.toml`): an id,
+a learner-facing explanation and the known-wrong solution that embodies it. The checks that own it are those of the
+clauses that solution declares it breaks (its `breaks`), so a misreading's owners are declared once, as clauses.
+The judge computes what each of those solutions does on every case (trusted side, cached like the expectations). A
+failing case is *explained* by a misconception when the learner's observation matches that solution's on the aspects the
 check compares, alone or held together with one or two others (`combinations`). A misconception is *charged* when
 it explains a failing case of one of its owner checks. The report's diagnosis is the smallest set of charged
 misconceptions found greedily that explains the failing cases, the one explaining most points first; a case's

@@ -5,7 +5,7 @@
 - `known_wrong`: known-wrong solutions declared as edits of the reference, materialized as files in the cache.
 - `ports`: convention ports, each one library's conventions re-expressed, declaring the clauses it breaks.
 - `generic`: problem-independent misreadings (float32 arithmetic, detached outputs) with stock explanations.
-- `misconceptions`: the known misreadings `misconceptions.toml` declares, each with the checks that own it.
+- `misconceptions`: the known misreadings wrong/*.toml or misconceptions.toml declare, with the checks that own each.
 - `report`: the report model (report.json) and its atomic writer.
 - `verdicts`: closed vocabularies: check verdicts, submission statuses, exit codes.
 """

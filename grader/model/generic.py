@@ -1,5 +1,5 @@
 """Generic misreadings: departures any problem's solution can make, each a transform of its functions with a stock
-explanation that a problem's misconceptions.toml may specialise.
+explanation that a problem's declaration of the misreading may specialise.
 
 A transform wraps a contract function, so it composes with any known-wrong solution's edits: float32 arithmetic
 held together with constant groups left unhandled is the constant-groups solution, run in float32. A problem says
