@@ -52,14 +52,14 @@ def loss(logp: Tensor, ref: Tensor, mask: Tensor, label: str, estimator: str | N
 def batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, padded: bool = False,
           spread: float = 0.8) -> tuple[Tensor, Tensor, Tensor]:
     """logp, ref_logp, bool mask [B, L]. The log-ratios d = logp - ref_logp are normal with scale `spread` (cut at 2.5), one of
-    them +spread and one -spread (both signs: an estimator read with the ratio inverted moves). `padded` masks the
+    them +spread and one -0.6 spread (both signs: an estimator read with the ratio inverted moves). `padded` masks the
     same number of tokens in every response, at random positions, with finite padding: a token mean and a mean of
     per-response means then agree, that difference being the token_mean clause's business."""
     rows, cols = shape
     logp = -(torch.rand(shape, generator=g, dtype=F64) * 4 + 0.05)
     d = (torch.randn(shape, generator=g, dtype=F64) * spread).clamp(-2.5, 2.5)  # k3 below 10: clamps are large_ratios'
     picks = torch.randperm(rows * cols, generator=g)[:2]
-    d.view(-1)[picks] = torch.tensor([spread, -spread], dtype=F64)[: len(picks)]
+    d.view(-1)[picks] = torch.tensor([spread, -0.6 * spread], dtype=F64)[: len(picks)]  # no two that cancel
     kept = _randint(g, 1, cols - 1) if padded and cols > 1 else cols
     order = torch.rand(shape, generator=g).argsort(dim=1)
     mask = order < kept  # [B, L], `kept` valid tokens per response
@@ -258,6 +258,8 @@ DTYPE_ERRORS: list[tuple[str, Change]] = [
     ("ref_logp in the other float dtype", lambda lp, rl, m: {
         "ref_logp": rl.to(F64 if rl.dtype == F32 else F32)}),
     ("logp and ref_logp int64", lambda lp, rl, m: {"logp": lp.long(), "ref_logp": rl.long()}),
+    ("ref_logp int64", lambda lp, rl, m: {"ref_logp": rl.long()}),
+    ("logp and ref_logp bool", lambda lp, rl, m: {"logp": lp > -2, "ref_logp": rl > -2}),
 ]
 OPTION_ERRORS: list[tuple[str, Change]] = [
     (f"estimator {name!r}", lambda lp, rl, m, name=name: {"estimator": name})
