@@ -1,0 +1,110 @@
+"""T3 toy experiment for gspo_sequence_ratio: token-level noise around a small sequence-level shift.
+
+The judge runs each part of PARTS as `part(rng, sequence_ratio=..., gspo_loss=..., gspo_token_ratio=...)`, each a
+stand-in that forwards the call to the functions being graded; results stay differentiable in the inputs that
+require grad, so the toy reads the learner's own autograd gradients. `rng` is seeded from the grading seed.
+
+Part 1: responses of 4, 16 and 64 tokens whose token log-ratios are delta + sigma * z_t, a true sequence-level
+shift delta with independent token noise (a mixture-of-experts policy whose router picks other experts for a
+token between rollout and training moves that token alone; see routed_gates), advantages +-1. For each sigma, the
+learner's sequence ratio and its distance to exp(delta); the share of tokens clipped by the learner's gspo_loss,
+beside the same loss on every token as a response of its own (which is PPO/GRPO's token-level ratio); and the
+gradient noise, the coefficient of variation of the per-token weights |d loss / d logp_t| * B * |y_i| read from the
+learner's gradients. Both use the window [0.8, 1.2] so the two ratios face the same bounds.
+
+Part 2: GSPO-token with token-level advantages A_i,t: under the loss (1/B) sum_i (1/|y_i|) sum_t -A_i,t s_i,t,
+token t's gradient is -A_i,t s_i / (B |y_i|); the credit series reads A_i,t back from the learner's gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+DTYPE = torch.float64
+LENGTHS = (4, 16, 64)
+PER_LENGTH = 40
+SIGMAS = [0.025 * k for k in range(1, 25)]  # token noise scales, 0.025 to 0.6
+WINDOW = 0.2
+CREDIT_LENGTHS = (3, 5, 8, 12)
+Fn = Callable[..., Any]
+
+
+def _tensor(value: object, name: str, shape: tuple[int, ...]) -> Tensor:
+    if not isinstance(value, Tensor) or not value.is_floating_point() or tuple(value.shape) != shape:
+        raise TypeError(f"{name} must return a floating torch.Tensor of shape {list(shape)}")
+    return value
+
+
+def _pair(value: object) -> tuple[Tensor, Tensor]:
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError("gspo_loss must return a tuple (loss, clipfrac)")
+    return _tensor(value[0], "gspo_loss", ()), _tensor(value[1], "gspo_loss", ())
+
+
+def _grad(leaf: Tensor, loss: Tensor) -> Tensor:
+    if loss.requires_grad:
+        loss.backward()
+    return torch.zeros_like(leaf) if leaf.grad is None else leaf.grad.detach()
+
+
+def _cv(weights: Tensor) -> float:
+    """Coefficient of variation of the weights (population standard deviation over the mean)."""
+    return float(weights.std(correction=0) / weights.mean()) if float(weights.mean()) > 0 else 0.0
+
+
+def noise_sweep(rng: torch.Generator, sequence_ratio: Fn, gspo_loss: Fn, gspo_token_ratio: Fn) -> dict[str, Tensor]:
+    lengths = torch.tensor([n for n in LENGTHS for _ in range(PER_LENGTH)])  # [B]
+    rows, cols = lengths.numel(), max(LENGTHS)
+    mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L]
+    delta = 0.02 + 0.03 * float(torch.rand((), generator=rng, dtype=DTYPE))
+    signs = torch.where(torch.rand(rows, generator=rng) < 0.5, 1.0, -1.0).to(DTYPE)  # [B]
+    out: dict[str, list[float]] = {k: [] for k in ("error", "theory", "seq_clip", "tok_clip", "seq_cv", "tok_cv")}
+    for sigma in SIGMAS:
+        old = -0.2 - 3.0 * torch.rand(rows, cols, generator=rng, dtype=DTYPE)  # [B, L]
+        noise = torch.randn(rows, cols, generator=rng, dtype=DTYPE)
+        logp = torch.where(mask, old + delta + sigma * noise, math.nan).requires_grad_(True)  # [B, L]
+        s = _tensor(sequence_ratio(logp=logp, old_logp=old, mask=mask), "sequence_ratio", (rows,)).detach()
+        out["error"].append(float((torch.log(s) - delta).abs().mean()))
+        out["theory"].append(sigma * math.sqrt(2 / math.pi) * float((1 / lengths.to(DTYPE).sqrt()).mean()))
+        loss, clipfrac = _pair(gspo_loss(logp=logp, old_logp=old, advantages=signs, mask=mask, eps_low=WINDOW,
+                                         eps_high=WINDOW))
+        weights = (_grad(logp, loss).abs() * rows * lengths[:, None])[mask]  # [N]
+        out["seq_clip"].append(float(clipfrac))
+        out["seq_cv"].append(_cv(weights))
+        # every token a response of its own: the sequence ratio of one token is PPO/GRPO's token ratio
+        tokens = logp.detach()[mask][:, None].clone().requires_grad_(True)  # [N, 1]
+        token_signs = signs[:, None].expand(rows, cols)[mask]  # [N]
+        loss, clipfrac = _pair(gspo_loss(logp=tokens, old_logp=old[mask][:, None], advantages=token_signs,
+                                         mask=torch.ones_like(tokens, dtype=torch.bool), eps_low=WINDOW,
+                                         eps_high=WINDOW))
+        out["tok_clip"].append(float(clipfrac))
+        out["tok_cv"].append(_cv(_grad(tokens, loss).abs().reshape(-1) * tokens.shape[0]))
+    names = {"error": "seq_log_ratio_error", "theory": "seq_log_ratio_theory", "seq_clip": "seq_clipfrac",
+             "tok_clip": "token_clipfrac", "seq_cv": "seq_weight_cv", "tok_cv": "token_weight_cv"}
+    series = {names[k]: torch.tensor(v, dtype=DTYPE) for k, v in out.items()}
+    return {"noise_sigma": torch.tensor(SIGMAS, dtype=DTYPE), **series}
+
+
+def token_credit(rng: torch.Generator, sequence_ratio: Fn, gspo_loss: Fn, gspo_token_ratio: Fn) -> dict[str, Tensor]:
+    lengths = torch.tensor(CREDIT_LENGTHS)
+    rows, cols = len(CREDIT_LENGTHS), max(CREDIT_LENGTHS) + 2
+    mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L]
+    old = -0.2 - 3.0 * torch.rand(rows, cols, generator=rng, dtype=DTYPE)
+    logp = torch.where(mask, old + 0.3 * torch.randn(rows, cols, generator=rng, dtype=DTYPE), math.inf)
+    logp.requires_grad_(True)
+    advantages = torch.where(mask, torch.randn(rows, cols, generator=rng, dtype=DTYPE), 0.0)  # [B, L]
+    ratio = _tensor(gspo_token_ratio(logp=logp, old_logp=old, mask=mask), "gspo_token_ratio", (rows, cols))
+    n = lengths.to(DTYPE)[:, None]
+    loss = (torch.where(mask, -advantages * ratio, 0.0) / n).sum() / rows
+    s = torch.exp(torch.where(mask, logp.detach() - old, 0.0).sum(1) / lengths)[:, None]  # [B, 1], private
+    credit = -_grad(logp, loss) * rows * n / s
+    return {"token_index": torch.arange(int(mask.sum()), dtype=DTYPE), "token_advantage": advantages[mask],
+            "token_credit": credit[mask], "token_ratio_over_s": (ratio.detach() / s)[mask].to(DTYPE)}
+
+
+PARTS = (noise_sweep, token_credit)
