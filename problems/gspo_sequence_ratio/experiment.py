@@ -13,7 +13,8 @@ gradient noise, the coefficient of variation of the per-token weights |d loss / 
 learner's gradients. Both use the window [0.8, 1.2] so the two ratios face the same bounds.
 
 Part 2: GSPO-token with token-level advantages A_i,t: under the loss (1/B) sum_i (1/|y_i|) sum_t -A_i,t s_i,t,
-token t's gradient is -A_i,t s_i / (B |y_i|); the credit series reads A_i,t back from the learner's gradient.
+token t's gradient is -A_i,t s_i / (B |y_i|); the credit series reads A_i,t back from the learner's gradient. The
+ratio is [B, L], so its vector-Jacobian product is asked of the stand-in with `paired` (see grader/judge/experiment.py).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def noise_sweep(rng: torch.Generator, sequence_ratio: Fn, gspo_loss: Fn, gspo_to
     for sigma in SIGMAS:
         old = -0.2 - 3.0 * torch.rand(rows, cols, generator=rng, dtype=DTYPE)  # [B, L]
         noise = torch.randn(rows, cols, generator=rng, dtype=DTYPE)
-        logp = torch.where(mask, old + delta + sigma * noise, math.nan).requires_grad_(True)  # [B, L]
+        # finite padding: what NaN padding does is padding_nan_inf's to judge, and a toy's series is never carried
+        logp = torch.where(mask, old + delta + sigma * noise, old + 1.0).requires_grad_(True)  # [B, L]
         s = _tensor(sequence_ratio(logp=logp, old_logp=old, mask=mask), "sequence_ratio", (rows,)).detach()
         out["error"].append(float((torch.log(s) - delta).abs().mean()))
         out["theory"].append(sigma * math.sqrt(2 / math.pi) * float((1 / lengths.to(DTYPE).sqrt()).mean()))
@@ -95,12 +97,14 @@ def token_credit(rng: torch.Generator, sequence_ratio: Fn, gspo_loss: Fn, gspo_t
     rows, cols = len(CREDIT_LENGTHS), max(CREDIT_LENGTHS) + 2
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L]
     old = -0.2 - 3.0 * torch.rand(rows, cols, generator=rng, dtype=DTYPE)
-    logp = torch.where(mask, old + 0.3 * torch.randn(rows, cols, generator=rng, dtype=DTYPE), math.inf)
+    logp = torch.where(mask, old + 0.3 * torch.randn(rows, cols, generator=rng, dtype=DTYPE), old - 1.0)
     logp.requires_grad_(True)
     advantages = torch.where(mask, torch.randn(rows, cols, generator=rng, dtype=DTYPE), 0.0)  # [B, L]
-    ratio = _tensor(gspo_token_ratio(logp=logp, old_logp=old, mask=mask), "gspo_token_ratio", (rows, cols))
     n = lengths.to(DTYPE)[:, None]
-    loss = (torch.where(mask, -advantages * ratio, 0.0) / n).sum() / rows
+    # the loss is sum(ratio * cotangent): the stand-in runs that backward on the function's side
+    cotangent = torch.where(mask, -advantages / (n * rows), 0.0)  # [B, L]
+    loss, ratio = gspo_token_ratio.paired(cotangent, logp=logp, old_logp=old, mask=mask)
+    ratio = _tensor(ratio, "gspo_token_ratio", (rows, cols))
     s = torch.exp(torch.where(mask, logp.detach() - old, 0.0).sum(1) / lengths)[:, None]  # [B, 1], private
     credit = -_grad(logp, loss) * rows * n / s
     return {"token_index": torch.arange(int(mask.sum()), dtype=DTYPE), "token_advantage": advantages[mask],
