@@ -81,6 +81,8 @@ def call(function: str, kw: Kwargs, note: str, grad: tuple[str, ...] = ("logp",)
     options = ", ".join(f"{k}={v:g}" for k, v in kw.items() if isinstance(v, float))
     label = f"{function} {str(logp.dtype)[6:]} {list(logp.shape)} {str(mask.dtype)[6:]} mask {options}: {note}"
     kwargs = {k: v for k, v in kw.items() if function == LOSS or k not in ("advantages", "eps_low", "eps_high")}
+    if function == TOKEN and backward is True:  # a loss sums valid tokens only: padding's cotangent is 0
+        backward = (mask != 0).to(logp.dtype)
     return Call(function, kwargs, label, requires_grad=grad, backward=backward if grad else False, hidden=hidden,
                 group=group)
 
@@ -139,7 +141,7 @@ def empty_mask(g: torch.Generator) -> list[Call]:
     calls = []
     for function in (RATIO, LOSS, TOKEN):
         for dtype in DTYPES:
-            group = f"empty {function} {dtype}"
+            group = f"empty {dtype}"
             kw = random_batch(g, (4, 7), dtype, EQUAL)
             empty = {**kw, "mask": torch.zeros(4, 7, dtype=torch.bool)}
             calls.append(call(function, empty, "every token masked", group=group))
@@ -162,7 +164,7 @@ def token_stop_gradient(g: torch.Generator) -> list[Call]:
     for dtype in DTYPES:
         for shape in ((3, 6), (5, 9)):
             kw = random_batch(g, shape, dtype, EQUAL)
-            cotangent = torch.randn(shape, generator=g, dtype=F64).to(dtype)
+            cotangent = torch.randn(shape, generator=g, dtype=F64).to(dtype) * kw["mask"]  # type: ignore[operator]
             calls.append(call(TOKEN, kw, "backward from a random cotangent", backward=cotangent))
     return calls
 
@@ -263,9 +265,9 @@ def mask_dtypes(g: torch.Generator) -> list[Call]:
     for dtype, kind in ((F32, F64), (F32, torch.uint8), (F64, F32), (F64, torch.int64)):
         kw = random_batch(g, (5, 8), dtype, EQUAL)
         kw = {**kw, "mask": kw["mask"].to(kind)}  # type: ignore[attr-defined]
-        calls += [call(f, kw, f"{str(kind)[6:]} mask") for f in (RATIO, LOSS)]
+        calls += [call(f, kw, f"{str(kind)[6:]} mask", group="mask dtypes") for f in (RATIO, LOSS)]
         strided = {k: v.t().contiguous().t() if isinstance(v, Tensor) and v.dim() == 2 else v for k, v in kw.items()}
-        calls.append(call(TOKEN, strided, "column-major views"))
+        calls.append(call(TOKEN, strided, "column-major views", group="mask dtypes"))
     return calls
 
 
@@ -300,4 +302,5 @@ def value_errors(g: torch.Generator) -> list[Call]:
 
 
 def float64_precision(g: torch.Generator) -> list[Call]:
-    return [call(f, random_batch(g, (4, 8), F64, EQUAL), "float64 arithmetic") for f in (RATIO, LOSS, TOKEN)]
+    kw = random_batch(g, (4, 8), F64, EQUAL)
+    return [call(f, kw, "float64 arithmetic", group="float64") for f in (RATIO, LOSS, TOKEN)]
