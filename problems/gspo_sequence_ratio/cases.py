@@ -1,9 +1,8 @@
 """Case generators for gspo_sequence_ratio: each takes a seeded torch.Generator and returns the calls to make.
 
-A response's sequence ratio s_i is placed in a named region relative to the clip bounds (below, inside, above),
-and its tokens' log-ratios scatter around log s_i with zero-mean noise of a drawn scale: only the mean over the
-valid tokens gives s_i, so a sum, a mean over the padded length or a single token's ratio misses it. Padding holds
-random finite values unless a case says otherwise, and every batch holds padding.
+A response's s_i is placed in a region relative to the clip bounds (below, inside, above), and its tokens'
+log-ratios scatter around log s_i with zero-mean noise: only the mean over the valid tokens gives s_i. Padding holds
+random finite values unless a case says otherwise; every batch holds padding.
 """
 
 from __future__ import annotations
@@ -293,8 +292,8 @@ def value_errors(g: torch.Generator) -> list[Call]:
     for index in torch.randperm(len(raising), generator=g).tolist():
         function, label, change = raising[index]
         group = f"errors {index}"
-        bad = Call(function, {k: v for k, v in call(function, {**kw, **change}, "").kwargs.items()},
-                   f"{function}: {label} must raise ValueError", group=group)
+        bad = Call(function, call(function, {**kw, **change}, "").kwargs, f"{function}: {label} must raise ValueError",
+                   group=group)
         fresh = {**random_batch(g, (_randint(g, 7, 12), 13), F32, EQUAL), **valid[index % len(valid)]}
         good = call(function, fresh, "valid edge value", group=group).as_partner()
         calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]

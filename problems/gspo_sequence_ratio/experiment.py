@@ -1,20 +1,16 @@
 """T3 toy experiment for gspo_sequence_ratio: token-level noise around a small sequence-level shift.
 
-The judge runs each part of PARTS as `part(rng, sequence_ratio=..., gspo_loss=..., gspo_token_ratio=...)`, each a
-stand-in that forwards the call to the functions being graded; results stay differentiable in the inputs that
-require grad, so the toy reads the learner's own autograd gradients. `rng` is seeded from the grading seed.
+The judge runs each part of PARTS with `rng` (seeded from the grading seed) and stand-ins that forward each call to
+the functions graded, differentiable in the inputs that require grad (`paired` for a non-scalar output's
+vector-Jacobian product, see grader/judge/experiment.py), so the toy reads the learner's own gradients.
 
-Part 1: responses of 4, 16 and 64 tokens whose token log-ratios are delta + sigma * z_t, a true sequence-level
-shift delta with independent token noise (a mixture-of-experts policy whose router picks other experts for a
-token between rollout and training moves that token alone; see routed_gates), advantages +-1. For each sigma, the
-learner's sequence ratio and its distance to exp(delta); the share of tokens clipped by the learner's gspo_loss,
-beside the same loss on every token as a response of its own (which is PPO/GRPO's token-level ratio); and the
-gradient noise, the coefficient of variation of the per-token weights |d loss / d logp_t| * B * |y_i| read from the
-learner's gradients. Both use the window [0.8, 1.2] so the two ratios face the same bounds.
-
-Part 2: GSPO-token with token-level advantages A_i,t: under the loss (1/B) sum_i (1/|y_i|) sum_t -A_i,t s_i,t,
-token t's gradient is -A_i,t s_i / (B |y_i|); the credit series reads A_i,t back from the learner's gradient. The
-ratio is [B, L], so its vector-Jacobian product is asked of the stand-in with `paired` (see grader/judge/experiment.py).
+Part 1: responses of 4, 16 and 64 tokens with token log-ratios delta + sigma * z_t (a true sequence-level shift and
+independent token noise, such as a mixture-of-experts router flip, see routed_gates), advantages +-1, the window
+[0.8, 1.2]. Per sigma: the distance of log s_i to delta; the share of tokens gspo_loss clips, beside gspo_loss on
+every token as a response of its own (PPO/GRPO's token ratio); the coefficient of variation of the per-token
+gradient weights |d loss / d logp_t| * B * |y_i|, for both.
+Part 2: GSPO-token with token-level advantages under (1/B) sum_i (1/|y_i|) sum_t -A_i,t s_i,t: token t's gradient is
+-A_i,t s_i / (B |y_i|), so the credit series reads A_i,t back.
 """
 
 from __future__ import annotations
@@ -64,31 +60,30 @@ def noise_sweep(rng: torch.Generator, sequence_ratio: Fn, gspo_loss: Fn, gspo_to
     mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L]
     delta = 0.02 + 0.03 * float(torch.rand((), generator=rng, dtype=DTYPE))
     signs = torch.where(torch.rand(rows, generator=rng) < 0.5, 1.0, -1.0).to(DTYPE)  # [B]
-    out: dict[str, list[float]] = {k: [] for k in ("error", "theory", "seq_clip", "tok_clip", "seq_cv", "tok_cv")}
+    names = ("seq_log_ratio_error", "seq_log_ratio_theory", "seq_clipfrac", "token_clipfrac", "seq_weight_cv")
+    out: dict[str, list[float]] = {k: [] for k in (*names, "token_weight_cv")}
     for sigma in SIGMAS:
         old = -0.2 - 3.0 * torch.rand(rows, cols, generator=rng, dtype=DTYPE)  # [B, L]
         noise = torch.randn(rows, cols, generator=rng, dtype=DTYPE)
         # finite padding: what NaN padding does is padding_nan_inf's to judge, and a toy's series is never carried
         logp = torch.where(mask, old + delta + sigma * noise, old + 1.0).requires_grad_(True)  # [B, L]
         s = _tensor(sequence_ratio(logp=logp, old_logp=old, mask=mask), "sequence_ratio", (rows,)).detach()
-        out["error"].append(float((torch.log(s) - delta).abs().mean()))
-        out["theory"].append(sigma * math.sqrt(2 / math.pi) * float((1 / lengths.to(DTYPE).sqrt()).mean()))
+        out["seq_log_ratio_error"].append(float((torch.log(s) - delta).abs().mean()))
+        out["seq_log_ratio_theory"].append(sigma * math.sqrt(2 / math.pi) * float((1 / lengths.to(DTYPE).sqrt()).mean()))
         loss, clipfrac = _pair(gspo_loss(logp=logp, old_logp=old, advantages=signs, mask=mask, eps_low=WINDOW,
                                          eps_high=WINDOW))
         weights = (_grad(logp, loss).abs() * rows * lengths[:, None])[mask]  # [N]
-        out["seq_clip"].append(float(clipfrac))
-        out["seq_cv"].append(_cv(weights))
+        out["seq_clipfrac"].append(float(clipfrac))
+        out["seq_weight_cv"].append(_cv(weights))
         # every token a response of its own: the sequence ratio of one token is PPO/GRPO's token ratio
         tokens = logp.detach()[mask][:, None].clone().requires_grad_(True)  # [N, 1]
         token_signs = signs[:, None].expand(rows, cols)[mask]  # [N]
         loss, clipfrac = _pair(gspo_loss(logp=tokens, old_logp=old[mask][:, None], advantages=token_signs,
                                          mask=torch.ones_like(tokens, dtype=torch.bool), eps_low=WINDOW,
                                          eps_high=WINDOW))
-        out["tok_clip"].append(float(clipfrac))
-        out["tok_cv"].append(_cv(_grad(tokens, loss).abs().reshape(-1) * tokens.shape[0]))
-    names = {"error": "seq_log_ratio_error", "theory": "seq_log_ratio_theory", "seq_clip": "seq_clipfrac",
-             "tok_clip": "token_clipfrac", "seq_cv": "seq_weight_cv", "tok_cv": "token_weight_cv"}
-    series = {names[k]: torch.tensor(v, dtype=DTYPE) for k, v in out.items()}
+        out["token_clipfrac"].append(float(clipfrac))
+        out["token_weight_cv"].append(_cv(_grad(tokens, loss).abs().reshape(-1) * tokens.shape[0]))
+    series = {k: torch.tensor(v, dtype=DTYPE) for k, v in out.items()}
     return {"noise_sigma": torch.tensor(SIGMAS, dtype=DTYPE), **series}
 
 

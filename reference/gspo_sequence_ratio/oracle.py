@@ -17,10 +17,8 @@ def _check(logp, old_logp, mask, advantages=None, eps_low=0.0, eps_high=1.0) -> 
         raise ValueError("old_logp and mask must have logp's shape")
     if advantages is not None and tuple(advantages.shape) != (shape[0],):
         raise ValueError("advantages must be [B]")
-    if math.isnan(eps_low) or eps_low < 0 or eps_low >= 1 or math.isnan(eps_high) or math.isinf(eps_high):
-        raise ValueError("eps_low outside [0, 1) or eps_high not finite")
-    if eps_high <= 0:
-        raise ValueError("eps_high must be positive")
+    if math.isnan(eps_low) or eps_low < 0 or eps_low >= 1 or not math.isfinite(eps_high) or eps_high <= 0:
+        raise ValueError("eps_low outside [0, 1), or eps_high not finite and positive")
 
 
 def _ratios(logp: Tensor, old_logp: Tensor, mask: Tensor) -> tuple[list[float], list[int]]:
