@@ -248,10 +248,17 @@ def log_space(g: torch.Generator) -> list[Call]:
     return calls
 
 
+def answering_shape(g: torch.Generator) -> tuple[int, int]:
+    """[B, L] for calls judged on how they answer: B >= 7, L > B, B * L <= 400, drawn once per check and seed, so
+    that no public observation has a graded call's shape."""
+    rows = _randint(g, 7, 19)
+    return rows, _randint(g, rows + 1, 400 // rows)
+
+
 def stop_gradient(g: torch.Generator) -> list[Call]:
-    calls = []
+    calls, shape = [], answering_shape(g)
     for dtype in DTYPES:
-        kw = random_batch(g, (4, 6), dtype, EQUAL)
+        kw = random_batch(g, shape, dtype, EQUAL)
         for function in (RATIO, LOSS, TOKEN):
             grad = ("logp", "old_logp", "advantages") if function == LOSS else ("logp", "old_logp")
             calls.append(call(function, kw, "every tensor input requires grad", grad=grad, group=f"sg {dtype}"))
@@ -288,13 +295,13 @@ def value_errors(g: torch.Generator) -> list[Call]:
         (LOSS, "eps_high = -1e-4, every token masked", {"eps_high": -1e-4, "mask": torch.zeros(3, 4)}),
     ]
     valid: list[Kwargs] = [{"eps_low": 0.0}, {"eps_low": 0.999}, {"eps_high": 5.0}, {"eps_high": 1e-7}]
-    calls = []
+    calls, shape = [], answering_shape(g)
     for index in torch.randperm(len(raising), generator=g).tolist():
         function, label, change = raising[index]
         group = f"errors {index}"
         bad = Call(function, call(function, {**kw, **change}, "").kwargs, f"{function}: {label} must raise ValueError",
                    group=group)
-        fresh = {**random_batch(g, (_randint(g, 7, 12), 13), F32, EQUAL), **valid[index % len(valid)]}
+        fresh = {**random_batch(g, shape, F32, EQUAL), **valid[index % len(valid)]}
         good = call(function, fresh, "valid edge value", group=group).as_partner()
         calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]
     return calls
