@@ -191,9 +191,11 @@ def _trivial_kinds(observations: list[tuple[Case, dict[str, Any]]]) -> Iterator[
     if not returned:
         yield "always raises"
         return
-    constants = [c for _, obs in returned if (c := _constants(obs)) is not None]
-    if len(constants) == len(returned) and all(_same_constants(constants[0], c) for c in constants):
-        yield f"the same constant {constants[0]} everywhere"
+    # one constant per function: a problem's functions may return different numbers of results
+    constants = [(case.call.function, c) for case, obs in returned if (c := _constants(obs)) is not None]
+    first = dict(reversed(constants))
+    if len(constants) == len(returned) and all(_same_constants(first[f], c) for f, c in constants):
+        yield f"the same constant {constants[0][1]} everywhere"
     if all(_echoes_an_input(obs, case.call) for case, obs in returned):
         yield "an input echoed back"
 
