@@ -279,8 +279,9 @@ def zeros_source(problem: Problem, seed: int) -> str:
     return ZEROS_SOURCE.format(recipes=recipes)
 
 
+@functools.cache
 def pack_answers(problem: Problem) -> dict[str, list[dict[str, Any]]]:
-    """The learner pack's public calls and the expected observation of each, by function."""
+    """The learner pack's public calls and the expected observation of each, by function (made once per problem)."""
     data = public_cases(problem)
     by_function: dict[str, list[dict[str, Any]]] = {}
     for key, observations in data["observations"].items():

@@ -34,7 +34,7 @@ from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors, judge_case
 from grader.judge.diagnosis import MIN_SHARE
-from grader.judge.expectations import Expectations, reference_series, run_series, single_threaded
+from grader.judge.expectations import Expectations, run_series, single_threaded
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
 from grader.model.report import Report
@@ -626,9 +626,9 @@ def test_trivial_answer_passes_no_t1_or_t2_unit_on_any_seed(problem_id: str, nam
     assert not passes, "\n".join(passes[:10])
 
 
-@functools.cache
 def _reference_series(problem_id: str, seed: int) -> dict[str, torch.Tensor]:
-    return reference_series(_problem(problem_id), seed)[0]
+    """The reference's toy series as the judge holds them: the run's one expectations at `seed`."""
+    return expectations_of(problem_id, seed).series()
 
 
 @pytest.mark.parametrize(("problem_id", "name"), TRIVIAL, ids=_ids(TRIVIAL))
