@@ -10,6 +10,7 @@ mixed module carries `@pytest.mark.e2e` itself, and one that starts a process wi
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
@@ -174,6 +175,24 @@ def problem_named(problem_id: str) -> Problem:
     return _PROBLEMS[problem_id]
 
 
+_EXPECTATIONS: dict[tuple[str, int], Expectations] = {}
+
+
+def expectations_of(problem_id: str, seed: int) -> Expectations:
+    """One problem's expectations at `seed`, one object for the whole run whichever module asks, warmed: what it
+    computes is saved in the tests' cache at once. Under pytest-xdist, the worker that computes them holds a lock
+    on them meanwhile, and the other, asking too, then reads them from the cache rather than computing them again."""
+    key = (problem_id, seed)
+    if key not in _EXPECTATIONS:
+        TEST_CACHE.mkdir(parents=True, exist_ok=True)
+        with open(TEST_CACHE / f".{problem_id}-{seed}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            expectations = Expectations(problem_named(problem_id), seed)
+            expectations.warm()
+        _EXPECTATIONS[key] = expectations
+    return _EXPECTATIONS[key]
+
+
 @pytest.fixture(scope="module")
 def problem(request: pytest.FixtureRequest) -> Problem:
     """The problem named by the test module's `PROBLEM`, glm5_offpolicy where it names none."""
@@ -329,10 +348,10 @@ def series_fingerprints(problem: Problem, seed: int) -> set[str]:
     """Each expected value of the T3 series at `seed`, as messages format numbers (repr, %.10g, %.6g), left out
     when it is too short to be told apart from other numbers of a report or when the public seed's series hold it
     too (those are public: the previews show them)."""
-    public = Expectations(problem, problem.spec.public_seed).series()
+    public = expectations_of(problem.id, problem.spec.public_seed).series()
     shared = {x for name in t3_series_names(problem) for x in public[name].tolist()}
     found = set()
-    for name, value in Expectations(problem, seed).series().items():
+    for name, value in expectations_of(problem.id, seed).series().items():
         if name not in t3_series_names(problem):
             continue
         for x in value.tolist():

@@ -4,20 +4,25 @@ with the learner pack's expected observations (public seed) scores no more than 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from test_problems import proofs  # noqa: F401 - a fixture: each problem graded once for the whole run
+from conftest import expectations_of, problem_named
+from test_problems import (
+    SANDBOXED_EXTRAS,
+    Proof,
+    proofs,  # noqa: F401 - a fixture: each problem graded once for the whole run
+)
 
 from grader.course.learner_pack import public_cases
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import judge_case
-from grader.judge.expectations import LOWER, Expectations
+from grader.judge.expectations import LOWER
 from grader.model.problem import Problem, list_problems
 from grader.model.report import Report
 from grader.model.verdicts import Verdict
@@ -38,8 +43,8 @@ def _fingerprint(value: Any) -> Any:
         flat = value.detach().reshape(-1)
         if flat.is_floating_point():
             flat = torch.where(flat.isnan(), torch.full_like(flat, math.nan), flat)
-        data = flat.contiguous().view(torch.uint8) if flat.numel() else flat
-        return ("tensor", str(value.dtype), tuple(value.shape), bytes(data.tolist()))
+        data = flat.contiguous().view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+        return ("tensor", str(value.dtype), tuple(value.shape), data)
     if isinstance(value, float) and math.isnan(value):
         return ("nan",)
     return (type(value).__name__, repr(value))
@@ -64,7 +69,10 @@ def _tensors_differ(a: Call, b: Call) -> bool:
     )
 
 
-def _both_seeds(problem: Problem, name: str) -> tuple[list[Call], list[Call]]:
+@functools.cache
+def _both_seeds(problem_id: str, name: str) -> tuple[list[Call], list[Call]]:
+    """Generator `name`'s calls under the public seed and the first grading seed, drawn once for every test here."""
+    problem = problem_named(problem_id)
     generator = problem.case_generator(name)
     return (
         generator(generator_for(problem.spec.public_seed, name)),
@@ -74,7 +82,7 @@ def _both_seeds(problem: Problem, name: str) -> tuple[list[Call], list[Call]]:
 
 def _every_generator() -> Iterator[tuple[str, str]]:
     for problem_id in PROBLEMS:
-        for name in _generators(Problem(problem_id)):
+        for name in _generators(problem_named(problem_id)):
             yield problem_id, name
 
 
@@ -85,8 +93,7 @@ GENERATORS = list(_every_generator())
 def test_every_call_changes_some_tensor_with_the_seed(problem_id: str, name: str) -> None:
     """Call i of the public seed and call i of the grading seed differ in some tensor input. A call whose tensors
     are all empty has nothing to draw: it must count in a group with a call that does."""
-    problem = Problem(problem_id)
-    public, graded = _both_seeds(problem, name)
+    public, graded = _both_seeds(problem_id, name)
     assert public and graded
     same = [
         f"call {i}: {b.label}"
@@ -103,7 +110,7 @@ def test_every_call_changes_some_tensor_with_the_seed(problem_id: str, name: str
 @pytest.mark.parametrize(("problem_id", "name"), GENERATORS)
 def test_no_graded_call_repeats_a_public_one(problem_id: str, name: str) -> None:
     """Matched by inputs, not by position: no call of the grading seed asks what a public call asked."""
-    public, graded = _both_seeds(Problem(problem_id), name)
+    public, graded = _both_seeds(problem_id, name)
     shown = {_inputs(call) for call in public if _drawn(call)}
     repeated = [call.label for call in graded if _drawn(call) and _inputs(call) in shown]
     assert not repeated, repeated
@@ -113,12 +120,12 @@ def test_no_graded_call_repeats_a_public_one(problem_id: str, name: str) -> None
 def test_which_calls_must_raise_changes_with_the_seed(problem_id: str) -> None:
     """Where a check holds calls that must raise and calls that must not, their order is drawn from the seed,
     so knowing the public seed's pattern says nothing about a graded call's position."""
-    problem = Problem(problem_id)
+    problem = problem_named(problem_id)
     for check in problem.spec.checks:
         if not check.cases or "raises" not in check.compare:
             continue
         patterns = []
-        for calls in _both_seeds(problem, check.cases):
+        for calls in _both_seeds(problem_id, check.cases):
             functions = problem.oracle if check.expected == "oracle" else problem.reference
             patterns.append(
                 [
@@ -257,7 +264,7 @@ def _recipe(desc: dict[str, Any], sent: dict[str, Any]) -> tuple[Any, ...]:
 
 def zeros_source(problem: Problem, seed: int) -> str:
     """A zeros submission for `problem`, its output shapes learned from the reference's answers to valid calls."""
-    expectations = Expectations(problem, seed)  # the tests' cache (conftest.py), shared with the proofs
+    expectations = expectations_of(problem.id, seed)  # shared with the proofs
     recipes: dict[str, tuple[Any, ...]] = {}
     for check in problem.spec.checks:
         if not check.cases:
@@ -272,8 +279,9 @@ def zeros_source(problem: Problem, seed: int) -> str:
     return ZEROS_SOURCE.format(recipes=recipes)
 
 
+@functools.cache
 def pack_answers(problem: Problem) -> dict[str, list[dict[str, Any]]]:
-    """The learner pack's public calls and the expected observation of each, by function."""
+    """The learner pack's public calls and the expected observation of each, by function (made once per problem)."""
     data = public_cases(problem)
     by_function: dict[str, list[dict[str, Any]]] = {}
     for key, observations in data["observations"].items():
@@ -306,9 +314,9 @@ def _shapes(observation: dict[str, Any]) -> Any:
 def test_no_graded_group_can_be_answered_from_the_pack(problem_id: str) -> None:
     """Whatever call a replay picks, no group of a T1-T3 check under the grading seed passes with answers copied
     from the learner pack: each holds a call that no public observation answers."""
-    problem = Problem(problem_id)
+    problem = problem_named(problem_id)
     shown = {function: [entry["expected"] for entry in entries] for function, entries in pack_answers(problem).items()}
-    expectations = Expectations(problem, problem.grading_seeds[0])  # the tests' cache, shared with the proofs
+    expectations = expectations_of(problem_id, problem.grading_seeds[0])  # shared with the proofs
     tolerances = problem.tolerances
     copied = []
     for check in problem.spec.checks:
@@ -335,19 +343,18 @@ def graded_score(report: Report) -> float:
     return sum(tier.score for tier in report.tiers if tier.tier in GRADED_TIERS)
 
 
+SANDBOXED_EXTRAS["replay"] = lambda proof: replay_source(proof.problem)
+SANDBOXED_EXTRAS["zeros"] = lambda proof: zeros_source(proof.problem, proof.first_seed)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_replaying_the_learner_pack_earns_no_more_than_zeros(
-    problem_id: str,
-    proofs,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """Graded in the sandbox as `grade-all` grades (one zygote, one set of expectations for both files)."""
-    proof = proofs(problem_id)
-    replay, zeros = tmp_path / "replay.py", tmp_path / "zeros.py"
-    replay.write_text(replay_source(proof.problem))
-    zeros.write_text(zeros_source(proof.problem, proof.first_seed))
-    reports = dict(zip(("replay", "zeros"), proof.sandboxed([replay, zeros], proof.first_seed), strict=True))
+def test_replaying_the_learner_pack_earns_no_more_than_zeros(problem_id: str, proofs) -> None:  # noqa: F811
+    """Graded in the problem's one sandboxed batch, as `grade-all` grades (one zygote, one set of expectations)."""
+    proof: Proof = proofs(problem_id)
+    reports = dict(
+        zip(("replay", "zeros"), proof.sandboxed([proof.extra("replay"), proof.extra("zeros")]), strict=True)
+    )
     assert all(r.status == "graded" for r in reports.values()), {n: r.message for n, r in reports.items()}
     earned = {c.id: c.score for t in reports["replay"].tiers if t.tier in GRADED_TIERS for c in t.checks if c.score > 0}
     assert graded_score(reports["replay"]) <= graded_score(reports["zeros"]), f"the replay earns in {earned}"

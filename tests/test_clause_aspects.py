@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import expectations_of
 
 from grader.judge.cases import PARTNER_ASPECTS, Call
 from grader.judge.checks import CaseOutcome, CheckRun, Tally, check_differential, check_experiment
@@ -23,7 +24,7 @@ from grader.judge.compare import (
     judge_case,
 )
 from grader.judge.diagnosis import Credit
-from grader.judge.expectations import Expectations, in_float32
+from grader.judge.expectations import in_float32
 from grader.judge.experiment import PartResult
 from grader.judge.failures import LearnerFailure
 from grader.judge.grading import Contradictions
@@ -279,7 +280,7 @@ def test_no_series_marked_outside_tolerance_belongs_to_a_passed_check(problem_id
     """Over every known misreading's toy at the first grading seed, with every misreading charged (the most credit
     follow-through could give): a check whose series a plot marks outside tolerance is never reported passed."""
     problem = Problem(problem_id)
-    expectations = Expectations(problem, problem.grading_seeds[0])
+    expectations = expectations_of(problem_id, problem.grading_seeds[0])
     want, wrong = expectations.series(), expectations.misconception_series()
     credit = Credit({m.id: m for m in problem.misconceptions}, faithful=frozenset(m.id for m in problem.misconceptions))
     tolerances = series_tolerances(problem.spec.checks)

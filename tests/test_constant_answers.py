@@ -5,7 +5,6 @@ zeros of the promised shape beyond `signatures`, on the trusted side and through
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -13,8 +12,13 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import expectations_of, problem_named
 from test_cases_seeded import zeros_source
-from test_problems import proofs  # noqa: F401 - a fixture: each problem graded once for the whole run
+from test_problems import (
+    SANDBOXED_EXTRAS,
+    Proof,
+    proofs,  # noqa: F401 - a fixture: each problem graded once for the whole run
+)
 
 from grader.judge.accept import accept_observation
 from grader.judge.cases import Call
@@ -182,8 +186,8 @@ def _experiment(check: CheckSpec, produced: dict[str, torch.Tensor], want: dict[
 
 @cache
 def _expectations(problem_id: str) -> tuple[Problem, Expectations]:
-    problem = Problem(problem_id)
-    return problem, Expectations(problem, problem.grading_seeds[0])  # the tests' cache, shared with the proofs
+    problem = problem_named(problem_id)
+    return problem, expectations_of(problem_id, problem.grading_seeds[0])  # shared with the proofs
 
 
 def scores(problem_id: str, forge: Forger) -> dict[str, float]:
@@ -230,19 +234,18 @@ def test_zeros_earn_nothing_beyond_the_contracts(problem_id: str) -> None:
 # ---------------------------------------------------------------------------------------------- a real forgery
 
 
+SANDBOXED_EXTRAS["forged"] = lambda proof: HOSTILE.read_text()
+SANDBOXED_EXTRAS["zeros"] = lambda proof: zeros_source(proof.problem, proof.first_seed)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(
-    problem_id: str,
-    proofs,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """Graded in the sandbox as `grade-all` grades (one zygote, one set of expectations for both files)."""
-    proof = proofs(problem_id)
-    forged, zeros = tmp_path / "forged.py", tmp_path / "zeros.py"
-    shutil.copyfile(HOSTILE, forged)
-    zeros.write_text(zeros_source(proof.problem, proof.first_seed))
-    reports = dict(zip(("forged", "zeros"), proof.sandboxed([forged, zeros], proof.first_seed), strict=True))
+def test_a_worker_forging_constant_observations_earns_no_more_than_zeros(problem_id: str, proofs) -> None:  # noqa: F811
+    """Graded in the problem's one sandboxed batch, as `grade-all` grades (one zygote, one set of expectations)."""
+    proof: Proof = proofs(problem_id)
+    reports = dict(
+        zip(("forged", "zeros"), proof.sandboxed([proof.extra("forged"), proof.extra("zeros")]), strict=True)
+    )
     assert "forged observe_call of" in reports["forged"].stdout, "the forgery never took effect"
     beyond = {name: r.score - _score_of(r, "signatures") for name, r in reports.items()}
     earned = {c.id: c.score for c in reports["forged"].checks() if c.score > 0}

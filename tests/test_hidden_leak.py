@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import series_fingerprints
+from conftest import expectations_of, series_fingerprints
 
 from grader.judge.cases import Call
 from grader.judge.compare import compare_series
@@ -39,7 +39,7 @@ REFERENCE = Path(__file__).resolve().parents[1] / "reference" / PROBLEM / "refer
 
 def _hidden_fingerprints(problem: Problem) -> set[str]:
     """What the hostile file writes for each hidden call: the first two values of logp, as it formats them."""
-    expect = Expectations(problem, problem.grading_seeds[0])
+    expect = expectations_of(problem.id, problem.grading_seeds[0])
     found = set()
     for check in problem.spec.checks:
         for call in expect.cases(check.cases) if check.cases else []:
@@ -90,7 +90,7 @@ def test_hidden_inputs_never_reach_learner_outputs(run_cli, tmp_path: Path) -> N
 
 def _hidden_only_labels(problem: Problem) -> set[str]:
     """The labels of hidden cases that no visible case shares."""
-    expect = Expectations(problem, problem.grading_seeds[0])
+    expect = expectations_of(problem.id, problem.grading_seeds[0])
     calls = [call for check in problem.spec.checks if check.cases for call in expect.cases(check.cases)]
     return {call.label for call in calls if call.hidden} - {call.label for call in calls if not call.hidden}
 
@@ -100,7 +100,7 @@ def test_visible_checks_run_before_any_hidden_case() -> None:
     from grader.judge.grading import visible_first
 
     problem = Problem(PROBLEM)
-    expect = Expectations(problem, problem.grading_seeds[0])
+    expect = expectations_of(problem.id, problem.grading_seeds[0])
     order = visible_first(problem.spec.checks, expect)
     assert order[-1].kind in READS_ANSWERS  # sends no call: it reads what the others' calls answered
     order = [check for check in order if check.kind not in READS_ANSWERS]
@@ -114,7 +114,7 @@ def test_hidden_labels_carry_no_input_value(problem_id: str) -> None:
     """A hidden case's label reaches the learner: it may name parameters (dtype, shape, flags, scalars passed as
     arguments), never a value held in one of its input tensors."""
     problem = Problem(problem_id)
-    expect = Expectations(problem, problem.grading_seeds[0])
+    expect = expectations_of(problem.id, problem.grading_seeds[0])
     for check in problem.spec.checks:
         for call in expect.cases(check.cases) if check.cases else []:
             if not call.hidden:
@@ -255,7 +255,7 @@ def _spelled_sleep_s(problem: Problem, seed: int) -> dict[str, float]:
         for node in ast.parse(DURATIONS.read_text()).body
         if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["STEP_S"]
     ]
-    expect = Expectations(problem, seed)
+    expect = expectations_of(problem.id, seed)
     slept: dict[str, float] = {}
     for check in problem.spec.checks:
         for call in expect.cases(check.cases) if check.cases else []:

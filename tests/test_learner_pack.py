@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import expectations_of
 
 from grader.course.learner_pack import build_pack
 from grader.course.pack_check import (
@@ -81,15 +82,15 @@ class Pack:
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pack]:
+    """Each problem's pack, built from the public seed's expectations in the tests' cache (conftest.py)."""
     out = tmp_path_factory.mktemp("packs")
     built = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PAPERLEET_CACHE", str(out / "cache"))  # never the repository's own cache
-        for problem_id in PROBLEMS:
-            problem = Problem(problem_id)
-            path = out / f"{problem_id}.zip"
-            build_pack(problem, path)
-            built[problem_id] = Pack(problem, path, _members(path.read_bytes()))
+    for problem_id in PROBLEMS:
+        problem = Problem(problem_id)
+        expectations_of(problem_id, problem.spec.public_seed)  # computed once for the run, whichever test asks first
+        path = out / f"{problem_id}.zip"
+        build_pack(problem, path)
+        built[problem_id] = Pack(problem, path, _members(path.read_bytes()))
     return built
 
 
@@ -524,7 +525,7 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 def _seeded_tensors(problem: Problem, seed: int, public_only: bool) -> list[torch.Tensor]:
     """Every case input and expected output (values and gradients) of the problem's checks under `seed`."""
-    expect = Expectations(problem, seed)  # the tests' cache, shared with the proofs
+    expect = expectations_of(problem.id, seed)  # shared with the proofs
     found: list[torch.Tensor] = []
     for check in problem.spec.checks:
         if not check.cases or (public_only and not check.public):

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, expectations_of
 
 from grader.course.authoring import SENTENCE_END, explanation_findings, misreading_findings
 from grader.course.new_problem import write_skeleton
 from grader.judge.cases import Call
 from grader.judge.compare import fails_alike, judge_case, same_as
-from grader.judge.expectations import Expectations, single_threaded
+from grader.judge.expectations import single_threaded
 from grader.model.generic import CATALOGUE
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
@@ -102,7 +102,7 @@ class Case:
 def _public_cases(problem_id: str) -> tuple[Case, ...]:
     """Every differential case of the public seed with its expected observation."""
     problem = _problem(problem_id)
-    expectations = Expectations(problem, problem.spec.public_seed)  # the tests' cache
+    expectations = expectations_of(problem_id, problem.spec.public_seed)  # shared with every module
     return tuple(
         Case(check, call, expectations.observation(check.expected, check.cases, index))
         for check in problem.spec.checks

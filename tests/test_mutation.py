@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import PROBLEM, ROOT, problem_named
+from conftest import PROBLEM, ROOT, expectations_of, problem_named
 
 from grader import cli
 from grader.course.mutants import OPERATORS, mutants, unmutated
@@ -30,7 +30,6 @@ from grader.course.mutation import (
     same_observation,
 )
 from grader.judge.cases import Call
-from grader.judge.expectations import Expectations
 from grader.model.problem import list_problems
 from grader.model.verdicts import ExitCode
 from grader.worker.protocol import observe_call
@@ -197,7 +196,7 @@ def test_the_probe_tells_an_equivalent_rewrite_from_a_mutant_that_differs_only_o
 
 def test_in_process_grading_gives_the_reference_full_marks_and_charges_a_known_wrong_solution() -> None:
     problem = problem_named(PROBLEM)
-    expectations = Expectations(problem, problem.grading_seeds[0])
+    expectations = expectations_of(problem.id, problem.grading_seeds[0])
     source = (problem.reference_dir / "reference.py").read_text()
     control = grade_functions(problem, expectations, functions_of(problem, unmutated(source), "control"))
     assert control.score == control.max_score and not control.failed

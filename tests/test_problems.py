@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import PROBLEM, problem_named
+from conftest import PROBLEM, expectations_of, problem_named
 from in_process import grade_in_process
 
 from grader import cli, commands, engine
@@ -35,7 +35,7 @@ from grader.judge.accept import accept_observation
 from grader.judge.cases import Call, generator_for
 from grader.judge.compare import compare_tensors, judge_case
 from grader.judge.diagnosis import MIN_SHARE
-from grader.judge.expectations import Expectations, reference_series, run_series, single_threaded
+from grader.judge.expectations import Expectations, run_series, single_threaded
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
 from grader.model.report import Report
@@ -58,27 +58,30 @@ def trivial_files(problem: Problem) -> list[Path]:
     return [problem.problem_dir / "starter.py", *sorted((problem.reference_dir / "tests" / "trivial").glob("*.py"))]
 
 
+# Files that other modules grade in the sandbox beside the proof's own (a name -> how to write it for a proof), each
+# added to the problem's one sandboxed batch: tests/test_cases_seeded.py's replay of the learner pack and
+# tests/test_constant_answers.py's forged worker, each against zeros of the promised shape.
+SANDBOXED_EXTRAS: dict[str, Callable[[Proof], str]] = {}
+
+
 class Proof:
     """One problem proven once for the whole run, in process (see `in_process`): each file graded at most once per
-    seed, against one set of expectations per seed, and only when a test asks. `sandboxed` grades files through the
-    sandbox, as `grade-all` does, for the tests that prove what only the sandbox shows."""
+    seed, against one set of expectations per seed, and only when a test asks. `sandboxed` reads the problem's one
+    sandboxed batch, graded as `grade-all` grades, for the tests that prove what only the sandbox shows."""
 
     def __init__(self, problem: Problem, scratch: Path) -> None:
         self.problem = problem
         self.reference = problem.reference_dir / "reference.py"
         self.first_seed = problem.grading_seeds[0]
         self._scratch = scratch  # where the raising twins are written
-        self._expectations: dict[int, Expectations] = {}
         self._reports: dict[tuple[Path, int, bool | None], Report] = {}
-        self._sandboxed: dict[tuple[tuple[Path, ...], int], list[Report]] = {}
+        self._sandboxed: dict[Path, Report] | None = None
+        self._extras: dict[str, Path] | None = None
         self._wrong_findings: list[Finding] | None = None
         self._twins: list[RaisingTwin] | None = None
 
     def expectations(self, seed: int) -> Expectations:
-        if seed not in self._expectations:
-            self._expectations[seed] = Expectations(self.problem, seed)
-            self._expectations[seed].warm()
-        return self._expectations[seed]
+        return expectations_of(self.problem.id, seed)
 
     def grade_many(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
         """`validate`'s way of grading, each file's report kept for every later test that asks for it."""
@@ -89,12 +92,31 @@ class Proof:
             )
         return [self._reports[(f, seed, follow_through)] for f in files]
 
-    def sandboxed(self, files: list[Path], seed: int) -> list[Report]:
-        """`files` graded in one sandboxed batch with the problem's own limits (one zygote), as `grade-all` grades."""
-        key = (tuple(files), seed)
-        if key not in self._sandboxed:
-            self._sandboxed[key] = engine.grade_many(self.problem, files, seed, self.problem.spec.limits, jobs=2)
-        return self._sandboxed[key]
+    def extra(self, name: str) -> Path:
+        """The file `SANDBOXED_EXTRAS[name]` writes for this problem, in the proof's scratch folder."""
+        if self._extras is None:
+            self._extras = {}
+            for extra, source in sorted(SANDBOXED_EXTRAS.items()):
+                self._extras[extra] = self._scratch / f"{extra}.py"
+                self._extras[extra].write_text(source(self))
+        return self._extras[name]
+
+    def sandboxed_files(self) -> list[Path]:
+        """The problem's one sandboxed batch: the reference, every trivial answer, a few known-wrong solutions, the
+        raising twins, and every file of `SANDBOXED_EXTRAS`."""
+        wrong = [k.path for k in self.problem.known_wrong()][:SANDBOXED_WRONG]
+        twins = [t.path for t in self.twins()]
+        extras = [self.extra(name) for name in sorted(SANDBOXED_EXTRAS)]
+        return [self.reference, *trivial_files(self.problem), *wrong, *twins, *extras]
+
+    def sandboxed(self, files: list[Path]) -> list[Report]:
+        """`files`' reports from the problem's one sandboxed batch (see `sandboxed_files`), graded at the first grading
+        seed with the problem's own limits (one zygote), as `grade-all` grades, once for the whole run."""
+        if self._sandboxed is None:
+            batch = self.sandboxed_files()
+            reports = engine.grade_many(self.problem, batch, self.first_seed, self.problem.spec.limits, jobs=2)
+            self._sandboxed = dict(zip(batch, reports, strict=True))
+        return [self._sandboxed[file] for file in files]
 
     def report(self, file: Path) -> Report:
         """`file` graded on the first grading seed, as `grade` and `grade-all` grade it."""
@@ -323,7 +345,7 @@ def test_the_sandbox_grades_as_the_proof_does(proofs, problem_id: str) -> None:
     wrong = [k.path for k in proof.problem.known_wrong()][:SANDBOXED_WRONG]
     files = [proof.reference, *trivial_files(proof.problem), *wrong]
     twins = [t.path for t in proof.twins()]
-    sandboxed = proof.sandboxed([*files, *twins], proof.first_seed)
+    sandboxed = proof.sandboxed([*files, *twins])
     differ = [
         f"{file.name}: sandboxed {verdicts(report, scores)}, in process {verdicts(proof.report(file), scores)}"
         for file, report in zip([*files, *twins], sandboxed, strict=True)
@@ -587,9 +609,9 @@ def test_trivial_answer_passes_no_t1_or_t2_unit_on_any_seed(problem_id: str, nam
     assert not passes, "\n".join(passes[:10])
 
 
-@functools.cache
 def _reference_series(problem_id: str, seed: int) -> dict[str, torch.Tensor]:
-    return reference_series(_problem(problem_id), seed)[0]
+    """The reference's toy series as the judge holds them: the run's one expectations at `seed`."""
+    return expectations_of(problem_id, seed).series()
 
 
 @pytest.mark.parametrize(("problem_id", "name"), TRIVIAL, ids=_ids(TRIVIAL))
