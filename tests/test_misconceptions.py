@@ -25,7 +25,11 @@ from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
 
 FIELDS = {"id", "solution", "explanation"}  # the owners are derived: the checks of the clauses it breaks
-OPTIONAL_FIELDS = {"convention", "generic"}  # a library's deliberate convention; a generic misreading it is
+# a library's deliberate convention; a generic misreading it is; a parameter fitted to the learner's answers
+OPTIONAL_FIELDS = {"convention", "generic", "parameter"}
+# a generic misreading may have no solution (the reference, transformed, is it) and keep the stock explanation:
+# it names the clauses it breaks itself
+GENERIC_FIELDS = {"id", "generic", "breaks"}
 ID_PATTERN = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 MAX_EXPLANATION_CHARS = 400
 # A sentence ends at . ! or ? followed by whitespace or the end; `torch.std` and 1e-6 end none.
@@ -88,6 +92,9 @@ def test_file_holds_only_misconception_tables_with_the_four_fields(problem_id: s
     assert isinstance(entries, list) and entries, "`misconceptions` must be a non-empty array of tables"
     for entry in entries:
         assert isinstance(entry, dict), f"{entry!r} is not a table"
+        if "solution" not in entry:
+            assert GENERIC_FIELDS <= set(entry) <= GENERIC_FIELDS | {"explanation"}, sorted(entry)
+            continue
         assert FIELDS <= set(entry) <= FIELDS | OPTIONAL_FIELDS, (
             f"{entry.get('id')}: keys {sorted(entry)} must be {sorted(FIELDS)}, and maybe {sorted(OPTIONAL_FIELDS)}"
         )
@@ -102,13 +109,13 @@ def test_ids_are_unique_names_of_the_misreading(problem_id: str) -> None:
     for entry in _entries(problem_id):
         assert ID_PATTERN.fullmatch(entry["id"]), f"{entry['id']!r} is not lowercase_with_underscores"
         # the id names the misreading; the file that embodies it is named separately
-        assert entry["id"] != Path(entry["solution"]).stem, f"{entry['id']}: the id repeats the file name"
+        assert entry["id"] != Path(entry.get("solution", "")).stem, f"{entry['id']}: the id repeats the file name"
 
 
 @pytest.mark.parametrize("problem_id", PROBLEMS)
 def test_each_solution_is_a_distinct_known_wrong_file(problem_id: str) -> None:
     wrong_dir = _problem(problem_id).reference_dir / "wrong"
-    solutions = [e["solution"] for e in _entries(problem_id)]
+    solutions = [e["solution"] for e in _entries(problem_id) if "solution" in e]
     assert len(solutions) == len(set(solutions)), "one known-wrong file embodies two misconceptions"
     for name in solutions:
         assert Path(name).name == name and name.endswith(".py"), f"{name!r} must be a file name under wrong/"
@@ -121,6 +128,9 @@ def test_owners_are_checks_the_solution_declares_it_fails(problem_id: str) -> No
     for misconception in problem.misconceptions:
         owners = misconception.owners
         assert len(owners) == len(set(owners)), f"{misconception.id}: an owner is listed twice"
+        if misconception.solution is None:  # a generic misreading's owners are those of the clauses it names
+            assert set(owners) == {c.id for c in problem.spec.checks if c.clause in misconception.breaks}
+            continue
         (known,) = [k for k in problem.known_wrong() if k.path.name == misconception.solution]
         assert set(owners) == {c.id for c in problem.spec.checks if c.clause in known.breaks}, misconception.id
         undeclared = set(owners) - known.must_fail - known.may_fail
@@ -137,6 +147,8 @@ def test_owners_are_checks_the_solution_declares_it_fails(problem_id: str) -> No
 def test_explanations_are_short_and_reveal_nothing_hidden(problem_id: str) -> None:
     seeds = [str(s) for s in _problem(problem_id).grading_seeds]
     for entry in _entries(problem_id):
+        if "explanation" not in entry:
+            continue  # the generic misreading's stock explanation (tests/test_generic.py)
         text, name = entry["explanation"].strip(), entry["id"]
         assert 0 < len(text) < MAX_EXPLANATION_CHARS, f"{name}: {len(text)} characters"
         assert text[-1] in ".!?", f"{name}: the explanation must end its last sentence"
@@ -144,7 +156,7 @@ def test_explanations_are_short_and_reveal_nothing_hidden(problem_id: str) -> No
         assert 1 <= sentences <= 2, f"{name}: {sentences} sentences; say it in one or two"
         leaked = [s for s in seeds if s in text]
         assert not leaked, f"{name}: the explanation contains a hidden seed"
-        stem = Path(entry["solution"]).stem
+        stem = Path(entry.get("solution", "-")).stem
         assert stem not in text and ".py" not in text, f"{name}: the explanation names the known-wrong file"
         convention = " ".join(map(str, entry.get("convention", {}).values()))
         assert not [s for s in seeds if s in convention], f"{name}: the convention contains a hidden seed"
@@ -308,8 +320,8 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
     problem_id: str, misconception_id: str
 ) -> None:
     problem = _problem(problem_id)
-    entry = _entry(problem_id, misconception_id)
-    functions = _solution_functions(problem, entry["solution"])
+    (misconception,) = [m for m in problem.misconceptions if m.id == misconception_id]
+    functions = problem.misconception_functions(misconception)  # a generic's without a solution: its transform
     observations = [(case, _observe(functions, case.call)) for case in _public_cases(problem_id)]
     differing = {
         case.check.id
@@ -347,7 +359,7 @@ def test_a_convention_names_a_library_the_problem_ports(problem_id: str) -> None
         assert sentence.startswith(convention.library) and "this statement" in sentence
 
 
-GENERIC = [(p, m) for p, m in DECLARED if _entry(p, m).get("generic")]
+GENERIC = [(p, m) for p, m in DECLARED if _entry(p, m).get("generic") and _entry(p, m).get("solution")]
 
 
 @pytest.mark.parametrize(("problem_id", "misconception_id"), GENERIC, ids=[f"{p}:{m}" for p, m in GENERIC])
@@ -357,7 +369,7 @@ def test_a_generic_misreading_transform_behaves_as_its_solution_in_its_owner_che
     """Its transform stands in for its solution's edits wherever it is held together with another misreading."""
     problem = _problem(problem_id)
     (misconception,) = [m for m in problem.misconceptions if m.id == misconception_id]
-    assert misconception.generic is not None
+    assert misconception.generic is not None and misconception.solution is not None
     transform = CATALOGUE[misconception.generic].transform
     wrapped = {name: transform(function) for name, function in problem.reference.items()}
     solution = _solution_functions(problem, misconception.solution)
