@@ -1,7 +1,8 @@
 """grpo_advantages written the way TRL normalizes group rewards:
 huggingface/trl@f2cd57710ae345ea6428ae95363267fcf38a3dc8, `trl/trainer/grpo_trainer.py` lines 2680-2707
-(`_generate_and_score_completions`): the group spread is `torch.std`, always with Bessel's correction, and the advantage divides by `std + 1e-4`, a constant that no
-argument changes. Everything else follows the statement: validation, constant groups, float64 kept.
+(`_generate_and_score_completions`): the group spread is `torch.std`, always with Bessel's correction, and the
+advantage divides by `std + 1e-4`, a constant that no argument changes. Everything else follows the statement:
+validation, constant groups, float64 kept.
 """
 
 from __future__ import annotations
