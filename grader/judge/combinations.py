@@ -154,7 +154,7 @@ def _grid(ids: tuple[str, ...], by_id: Mapping[str, Misconception], fixed: Mappi
     return []
 
 
-def _points(match: Match, open_cases: list[Open], left: set[int]) -> float:
+def _points(match: Match, open_cases: list[Open], left: set[int] | frozenset[int]) -> float:
     return sum(open_cases[p].points for p in match.explained & left)
 
 
