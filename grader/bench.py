@@ -200,7 +200,7 @@ def edit_pairs(args: argparse.Namespace) -> dict[str, tuple[Path, Path]]:
 def misreading_file(problem_id: str) -> Path | None:
     """The known-wrong file of the problem's first declared misreading: a grade that diagnoses and follows through."""
     problem = Problem(problem_id)
-    declared = [m.solution for m in problem.misconceptions]
+    declared = [m.solution for m in problem.misconceptions if m.solution is not None]
     wrong = {w.path.name: w.path for w in problem.known_wrong()}
     return next((wrong[name] for name in declared if name in wrong), None)
 
@@ -224,7 +224,7 @@ def mixed_sources(problem_id: str, correct: Path) -> list[Path]:
     """A class as it really comes: one correct file, the first three declared misreadings, and the starter."""
     problem = Problem(problem_id)
     wrong = {w.path.name: w.path for w in problem.known_wrong()}
-    misread = [wrong[m.solution] for m in problem.misconceptions if m.solution in wrong][:3]
+    misread = [wrong[m.solution] for m in problem.misconceptions if m.solution is not None and m.solution in wrong][:3]
     return [correct, *misread, problem.problem_dir / "starter.py"]
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import problem_named
+from in_process import grade_in_process
 from pydantic import ValidationError
 
 from grader.judge.cases import Call
@@ -16,12 +18,14 @@ from grader.judge.checks import CaseOutcome, CheckRun, Tally
 from grader.judge.combinations import MAX_VARIANTS, case_points, find_combined, record
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import Credit, Explained, diagnose, follow_through
+from grader.judge.expectations import Expectations
 from grader.model.generic import CATALOGUE
 from grader.model.known_wrong import combined
-from grader.model.misconceptions import Misconception
+from grader.model.misconceptions import Fitted, Misconception, Parameter
 from grader.model.spec import CheckSpec, DifferentialCheck, Tolerance
 from grader.model.verdicts import Verdict
 
+SAMPLES = Path(__file__).resolve().parent / "samples"
 FLOAT32 = Misconception(id="float32", solution="f.py", owners=["precision"], explanation="Compute in float64.")
 CONSTANT = Misconception(id="constant", solution="c.py", owners=["constant"], explanation="Zero a constant group.")
 DDOF = Misconception(id="ddof", solution="d.py", owners=["ddof"], explanation="Divide by G, not G - 1.")
@@ -96,7 +100,9 @@ class FakeContext:
     def expected_float32(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any] | None:
         return None
 
-    def combination_observation(self, check: CheckSpec, index: int, ids: tuple[str, ...]) -> dict[str, Any] | None:
+    def combination_observation(
+        self, check: CheckSpec, index: int, ids: tuple[str, ...], fitted: Fitted = ()
+    ) -> dict[str, Any] | None:
         self.ran.append(ids)
         return _tensor(10.0 * index if set(ids) == {"float32", "constant"} else -1.0)
 
@@ -194,3 +200,26 @@ def test_a_generic_misreading_may_keep_the_stock_explanation() -> None:
     assert stock.explanation == CATALOGUE["float32_arithmetic"].explanation
     with pytest.raises(ValidationError):
         Misconception(id="f", solution="f.py", owners=["precision"])  # a declared one explains itself
+
+
+def test_a_parameter_is_fitted_from_the_answers_and_named(tmp_path: Path) -> None:
+    """A TRL-style grpo_advantages (ddof 1 always, 1e-4 added to the spread whatever eps says) ignores eps with a
+    constant of its own, which the declared misreading (eps left out, a constant 0) does not match anywhere:
+    diagnosis fits the constant and names it."""
+    problem = problem_named("grpo_advantages")
+    expectations = Expectations(problem, problem.grading_seeds[0])
+    (report,) = grade_in_process(problem, [SAMPLES / "grpo_trl_style.py"], expectations)
+    found = {d.id: d for d in report.diagnosis}
+    summary = [(d.id, d.cases_explained, d.cases_failing, d.explanation[-40:]) for d in report.diagnosis]
+    assert report.diagnosis[0].id == "eps_dropped", summary
+    assert found["eps_dropped"].explanation.endswith("It behaves as if eps = 0.0001."), summary
+    assert all("behaves as if" not in d.explanation for d in report.diagnosis[1:]), summary
+
+
+def test_a_parameter_edit_sets_the_value_where_its_text_occurs_once() -> None:
+    parameter = Parameter(name="eps", find="/ sigma\n", replace="/ (sigma + {value})\n", values=[1e-4, 1e-8])
+    assert parameter.edit("a = b / sigma\n", 1e-4) == "a = b / (sigma + 0.0001)\n"
+    assert parameter.edit("a = b / sigma\nc = d / sigma\n", 1e-4) is None  # ambiguous: no one place to set it
+    assert parameter.sentence(1e-4) == "It behaves as if eps = 0.0001."
+    with pytest.raises(ValidationError):
+        Misconception(id="e", generic="input_mutated", breaks=["c"], owners=["c"], parameter=parameter)

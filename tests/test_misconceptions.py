@@ -242,7 +242,8 @@ def test_misconception_differs_from_the_reference_and_from_trivial_answers(
     problem_id: str, misconception_id: str
 ) -> None:
     problem = _problem(problem_id)
-    functions = _solution_functions(problem, _misconception(problem_id, misconception_id).solution)
+    (misconception,) = [m for m in problem.misconceptions if m.id == misconception_id]
+    functions = problem.misconception_functions(misconception)  # a generic's without a solution: its transform
     observations = [(case, _observe(functions, case.call)) for case in _public_cases(problem_id)]
     differing = {
         case.check.id
@@ -280,7 +281,7 @@ def test_a_convention_names_a_library_the_problem_ports(problem_id: str) -> None
         assert sentence.startswith(convention.library) and "this statement" in sentence
 
 
-GENERIC = [(p, m) for p, m in DECLARED if _misconception(p, m).generic]
+GENERIC = [(p, m) for p, m in DECLARED if _misconception(p, m).generic and _misconception(p, m).solution]
 
 
 @pytest.mark.parametrize(("problem_id", "misconception_id"), GENERIC, ids=[f"{p}:{m}" for p, m in GENERIC])
@@ -290,7 +291,7 @@ def test_a_generic_misreading_transform_behaves_as_its_solution_in_its_owner_che
     """Its transform stands in for its solution's edits wherever it is held together with another misreading."""
     problem = _problem(problem_id)
     (misconception,) = [m for m in problem.misconceptions if m.id == misconception_id]
-    assert misconception.generic is not None
+    assert misconception.generic is not None and misconception.solution is not None
     transform = CATALOGUE[misconception.generic].transform
     wrapped = {name: transform(function) for name, function in problem.reference.items()}
     solution = _solution_functions(problem, misconception.solution)

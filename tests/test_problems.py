@@ -420,7 +420,9 @@ def twin_pairs(expectations: Expectations) -> list[tuple[Misconception, Misconce
     cases, file name breaking ties."""
     problem, behaviour = expectations.problem, behaviours(expectations)
     pairs = []
-    for raiser in problem.misconceptions:
+    # a twin is written from known-wrong files: a generic misreading without one has none to lend
+    embodied = [m for m in problem.misconceptions if m.solution is not None]
+    for raiser in embodied:
         raised = behaviour[raiser.id].raises
 
         def exposure(answerer: Misconception, raised: frozenset[Case] = raised, raiser: Misconception = raiser):
@@ -433,7 +435,7 @@ def twin_pairs(expectations: Expectations) -> list[tuple[Misconception, Misconce
 
         ranked = sorted(
             (key, answerer)
-            for answerer in problem.misconceptions
+            for answerer in embodied
             if answerer.solution != raiser.solution and (key := exposure(answerer)) is not None
         )
         pairs += [(answerer, raiser, raised) for _, answerer in ranked[:TWINS_PER_MISREADING]]
@@ -507,6 +509,7 @@ def raising_twins(expectations: Expectations, folder: Path) -> list[RaisingTwin]
     """Every raising twin of the expectations' problem, written into `folder`."""
     problem, twins = expectations.problem, []
     for answerer, raiser, raised in twin_pairs(expectations):
+        assert answerer.solution is not None and raiser.solution is not None
         answers_as, raises_as = problem.known_wrong_file(answerer.solution), problem.known_wrong_file(raiser.solution)
         path = folder / f"{answers_as.stem}__raising_as__{raises_as.stem}.py"
         path.write_text(twin_source(problem, answers_as, raises_as))

@@ -33,7 +33,8 @@ def quoted_seeds(text: str, seeds: list[int]) -> list[int]:
 
 def explanation_findings(misconception: Misconception, seeds: list[int]) -> list[str]:
     """What is wrong with one misreading's learner-facing text: its explanation and its convention."""
-    text, stem = misconception.explanation.strip(), Path(misconception.solution).stem
+    text = misconception.explanation.strip()
+    stem = Path(misconception.solution).stem if misconception.solution else None
     found = []
     if not 0 < len(text) < MAX_EXPLANATION_CHARS:
         found.append(f"its explanation is {len(text)} characters; say it in fewer than {MAX_EXPLANATION_CHARS}")
@@ -46,7 +47,7 @@ def explanation_findings(misconception: Misconception, seeds: list[int]) -> list
     for where, words in (("explanation", text), ("convention", convention.sentence() if convention else "")):
         if quoted_seeds(words, seeds):
             found.append(f"its {where} quotes a hidden seed")
-        if stem in words or ".py" in words:
+        if (stem and stem in words) or ".py" in words:
             found.append(f"its {where} names the known-wrong file {stem}")
     if misconception.id == stem:
         found.append("its id repeats the known-wrong file's name; name the misreading instead")
@@ -60,6 +61,9 @@ def misreading_findings(problem: Problem) -> list[tuple[str, str]]:
     found = []
     for misconception in problem.misconceptions:
         problems = explanation_findings(misconception, seeds)
+        if misconception.solution is None:  # a generic misreading's owners are those of the clauses it names
+            found += [(misconception.id, problem_) for problem_ in problems]
+            continue
         solution = known[misconception.solution]
         undeclared = set(misconception.owners) - solution.must_fail - solution.may_fail
         if undeclared:

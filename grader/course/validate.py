@@ -70,7 +70,7 @@ def wrong_findings(problem: Problem, grade_many: GradeMany) -> list[Finding]:
             findings.append(Finding(known.path.name, f"header names unknown checks {sorted(unknown)}"))
         if not known.must_fail:
             findings.append(Finding(known.path.name, "declares no check it must fail"))
-    embodied = {m.solution: m for m in problem.misconceptions}
+    embodied = {m.solution: m for m in problem.misconceptions if m.solution is not None}
     reports = grade_many([k.path for k in wrong], problem.grading_seeds[0])
     for known, report in zip(wrong, reports, strict=True):
         failed = failed_checks(report)

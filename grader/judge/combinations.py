@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome, CheckRun
 from grader.judge.compare import fails_alike, same_as
-from grader.model.misconceptions import Misconception
+from grader.model.generic import CATALOGUE
+from grader.model.misconceptions import Fitted, Misconception
 from grader.model.spec import CheckSpec, Tolerance
 
 EXPLAINERS = 3  # misreadings that explain most points alone, each combined with the others
@@ -35,7 +36,9 @@ class Combining(Protocol):
     def cases(self, check: CheckSpec) -> list[Call]: ...
     def tolerances(self) -> dict[str, Tolerance]: ...
     def expected_float32(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any] | None: ...
-    def combination_observation(self, check: CheckSpec, index: int, ids: tuple[str, ...]) -> dict[str, Any] | None: ...
+    def combination_observation(
+        self, check: CheckSpec, index: int, ids: tuple[str, ...], fitted: Fitted = ()
+    ) -> dict[str, Any] | None: ...
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Match:
     ids: tuple[str, ...]
     answers: frozenset[int]  # positions in the open list
     failures: frozenset[int]
+    fitted: Fitted = ()  # the parameters set to make it
 
     @property
     def explained(self) -> frozenset[int]:
@@ -76,6 +80,7 @@ class Combined:
 
     ids: tuple[str, ...]
     cases: tuple[tuple[CheckRun, int, bool], ...]
+    fitted: Fitted = ()  # the parameters fitted to the learner's answers, (misreading, value)
 
 
 def find_combined(
@@ -92,30 +97,65 @@ def find_combined(
     alone = _points_alone(runs)
     candidates = _candidates(open_cases, alone, misconceptions, contradicted)
     left = set(range(len(open_cases)))
-    pairs: list[tuple[str, ...]] = [ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone)]
-    pairs = pairs[:MAX_VARIANTS]  # each pair holds one misreading that explains something alone
+    by_id = {m.id: m for m in misconceptions}
+    fixed: dict[str, float] = {}  # parameters fitted alone, kept in the pairs that hold their misreading
     # a combination computed in float32 is matched at float32's precision, whatever the check compares at
     rounded = {m.id for m in misconceptions if m.generic == "float32_arithmetic"}
 
     def match(ids: tuple[str, ...]) -> Match:
-        return _match(context, open_cases, ids, left, bool(rounded & set(ids)))
+        lowered = bool(rounded & set(ids))
+        best = _match(context, open_cases, ids, left, lowered)
+        for fitted in _grid(ids, by_id, fixed):
+            tried = _match(context, open_cases, ids, left, lowered, fitted)
+            if _points(tried, open_cases, left) > _points(best, open_cases, left):
+                best = tried
+        return best
 
-    found = _greedy([match(ids) for ids in pairs], open_cases, left)
-    budget = MAX_VARIANTS - len(pairs)
+    # a misreading with a parameter may explain nothing at its declared value: it is fitted alone first, and then
+    # counts as one that explains something alone, the candidates chosen again for the cases it leaves
+    singles = [(mid,) for mid in candidates if by_id[mid].parameter is not None]
+    found = _greedy([match(ids) for ids in singles], open_cases, left)
+    if found:
+        alone = {**alone, **{m.ids[0]: (_points(m, open_cases, m.explained), len(m.explained)) for m in found}}
+        fixed.update(dict(pair for m in found for pair in m.fitted))
+        candidates = _candidates([open_cases[p] for p in sorted(left)], alone, misconceptions, contradicted, False)
+    pairs: list[tuple[str, ...]] = [ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone)]
+    pairs = pairs[: MAX_VARIANTS - len(singles)]  # each pair holds one misreading that explains something alone
+    found += _greedy([match(ids) for ids in pairs], open_cases, left)
+    budget = MAX_VARIANTS - len(singles) - len(pairs)
     for pair in list(found) if MAX_SIZE >= 3 else []:
         for third in (mid for mid in candidates if mid not in pair.ids):
             if budget <= 0 or not left:
                 break
             budget -= 1
-            ids = tuple(sorted((*pair.ids, third), key=candidates.index))
+            ids = tuple(sorted((*pair.ids, third), key=lambda mid: candidates.index(mid) if mid in candidates else -1))
             found += _greedy([match(ids)], open_cases, left)
     return [
         Combined(
             chosen.ids,
             tuple((open_cases[p].run, open_cases[p].index, p in chosen.answers) for p in sorted(chosen.explained)),
+            chosen.fitted,
         )
         for chosen in found
     ]
+
+
+def _grid(ids: tuple[str, ...], by_id: Mapping[str, Misconception], fixed: Mapping[str, float]) -> list[Fitted]:
+    """The parameter settings tried for a combination besides the declared values: the value fitted alone of a
+    member that has one, else each grid value of its first member with a parameter (a second one keeps its
+    declared value)."""
+    held = tuple((mid, fixed[mid]) for mid in ids if mid in fixed)
+    if held:
+        return [held]
+    for mid in ids:
+        parameter = by_id[mid].parameter
+        if parameter is not None:
+            return [((mid, value),) for value in parameter.values]
+    return []
+
+
+def _points(match: Match, open_cases: list[Open], left: set[int] | frozenset[int]) -> float:
+    return sum(open_cases[p].points for p in match.explained & left)
 
 
 def _open_cases(runs: Sequence[CheckRun]) -> list[Open]:
@@ -148,9 +188,11 @@ def _candidates(
     alone: Mapping[str, tuple[float, int]],
     misconceptions: Sequence[Misconception],
     contradicted: Mapping[str, int],
+    fitting: bool = True,
 ) -> list[str]:
     """The misreadings worth combining: those that explain most points alone (and fewer passing cases contradict
-    than failing ones it explains), the generic ones, then those that own the checks holding most unexplained
+    than failing ones it explains), the generic ones that show only through others, those with a parameter to fit
+    (while `fitting`), then those that own the checks holding most unexplained
     points; declaration order breaks ties."""
     order = {m.id: i for i, m in enumerate(misconceptions)}
     explainers = sorted(
@@ -161,23 +203,37 @@ def _candidates(
     for case in open_cases:
         unexplained[case.run.check.id] = unexplained.get(case.run.check.id, 0.0) + case.points
     # a generic misreading (float32 arithmetic, say) combines with any other, whatever their edits
-    generic = [m.id for m in misconceptions if m.generic is not None and m.id not in explainers]
+    generic = [
+        m.id
+        for m in misconceptions
+        if m.generic is not None and CATALOGUE[m.generic].combined_unseen and m.id not in explainers
+    ]
+    # a misreading with a parameter explains nothing alone when the learner's value is not its declared one
+    fitted = [
+        m.id
+        for m in misconceptions
+        if fitting and m.parameter is not None and m.id not in explainers + generic and set(m.owners) & set(unexplained)
+    ]
+    generic += fitted
     owning = sorted(
         (m for m in misconceptions if m.id not in explainers + generic and set(m.owners) & set(unexplained)),
         key=lambda m: (-sum(unexplained.get(owner, 0.0) for owner in m.owners), order[m.id]),
     )
-    return (explainers + generic + [m.id for m in owning])[:CANDIDATES]
+    # once a parameter is fitted, the pairs all hold the fitted misreading: a wider field costs no more runs
+    return (explainers + generic + [m.id for m in owning])[: CANDIDATES if fitting else 2 * CANDIDATES]
 
 
-def _match(context: Combining, open_cases: list[Open], ids: tuple[str, ...], left: set[int], rounded: bool) -> Match:
-    """Run one combination on the open cases still unexplained and say which it explains; `rounded`: it computes
-    in float32, and is matched at float32's precision."""
+def _match(
+    context: Combining, open_cases: list[Open], ids: tuple[str, ...], left: set[int], rounded: bool, fitted: Fitted = ()
+) -> Match:
+    """Run one combination (its parameters set by `fitted`) on the open cases still unexplained and say which it
+    explains; `rounded`: it computes in float32, and is matched at float32's precision."""
     answers, failures = set(), set()
     tolerances = context.tolerances()
     for position in sorted(left):
         case = open_cases[position]
         check, outcome = case.run.check, _outcome(case)
-        theirs = context.combination_observation(check, case.index, ids)
+        theirs = context.combination_observation(check, case.index, ids, fitted)
         if theirs is None:  # their edits do not combine: no case can be explained
             break
         assert outcome.answer is not None and check.cases is not None
@@ -189,7 +245,7 @@ def _match(context: Combining, open_cases: list[Open], ids: tuple[str, ...], lef
             answers.add(position)
         elif fails_alike(call.function, call.kwargs, got, theirs, aspects, tolerances):
             failures.add(position)
-    return Match(ids, frozenset(answers), frozenset(failures))
+    return Match(ids, frozenset(answers), frozenset(failures), fitted)
 
 
 def _greedy(matches: list[Match], open_cases: list[Open], left: set[int]) -> list[Match]:
@@ -198,11 +254,11 @@ def _greedy(matches: list[Match], open_cases: list[Open], left: set[int]) -> lis
     chosen = []
     pool = list(matches)
     while pool and left:
-        best = max(pool, key=lambda m: sum(open_cases[p].points for p in m.explained & left))
+        best = max(pool, key=lambda m: _points(m, open_cases, left))
         gained = best.explained & left
         if not gained:
             break
-        chosen.append(Match(best.ids, best.answers & gained, best.failures & gained))
+        chosen.append(Match(best.ids, best.answers & gained, best.failures & gained, best.fitted))
         left -= gained
         pool.remove(best)
     return chosen

@@ -13,7 +13,7 @@ from grader.judge.cases import Call
 from grader.judge.experiment import PartResult, run_experiment
 from grader.judge.failures import CallFailed, LearnerFailure
 from grader.judge.supervisor import WorkerSupervisor
-from grader.model.misconceptions import Misconception
+from grader.model.misconceptions import Fitted, Misconception
 from grader.model.spec import CheckSpec, FunctionSpec, ProblemSpec, Tolerance
 from grader.model.verdicts import Verdict
 
@@ -182,11 +182,14 @@ class CheckContext:
     def misconception_series(self) -> dict[str, dict[str, torch.Tensor]]:
         return self.expect.misconception_series()
 
-    def combination_observation(self, check: CheckSpec, index: int, ids: tuple[str, ...]) -> dict[str, Any] | None:
-        """One solution holding every misreading `ids` on case `index`, where the expected side can run it (the
-        learner pack holds no known-wrong code): None when it cannot, or when their edits do not combine."""
+    def combination_observation(
+        self, check: CheckSpec, index: int, ids: tuple[str, ...], fitted: Fitted = ()
+    ) -> dict[str, Any] | None:
+        """One solution holding every misreading `ids` (with the parameters `fitted` sets) on case `index`, where
+        the expected side can run it (the learner pack holds no known-wrong code): None when it cannot, or when
+        their edits do not combine."""
         combine = getattr(self.expect, "combination_observation", None)
         if check.cases is None or combine is None:
             return None
-        found: dict[str, Any] | None = combine(ids, check.cases, index)
+        found: dict[str, Any] | None = combine(ids, check.cases, index, fitted)
         return found

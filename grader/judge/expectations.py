@@ -25,6 +25,7 @@ import torch
 
 from grader.judge.cases import Call, generator_for
 from grader.judge.experiment import run_experiment
+from grader.model.misconceptions import Fitted
 from grader.model.problem import Problem
 from grader.paths import cache_dir
 from grader.worker import protocol
@@ -117,8 +118,9 @@ class Expectations:
         self._series_parts: dict[str, str] = {}
         self._wrong_series: dict[str, dict[str, torch.Tensor]] | None = None
         self._wrong_functions: dict[str, dict[str, Any]] = {}
-        self._combined_functions: dict[tuple[str, ...], dict[str, Any] | None] = {}
-        self._combined: dict[tuple[tuple[str, ...], str, int], dict[str, Any]] = {}  # (ids, generator, case)
+        # (ids, fitted parameters) -> functions; (ids, fitted parameters, generator, case) -> observation
+        self._combined_functions: dict[tuple[tuple[str, ...], Fitted], dict[str, Any] | None] = {}
+        self._combined: dict[tuple[tuple[str, ...], Fitted, str, int], dict[str, Any]] = {}
         self._dirty = False
         self._path = cache_dir() / problem.id / f"{cache_key(problem, seed)}.pt" if use_cache else None
         self._groups_read: set[str] = set()  # generators whose misconception observations were looked up on disk
@@ -276,18 +278,24 @@ class Expectations:
                 found[misconception.id] = self._all_observations(source, name)[index]
             return found
 
-    def combination_observation(self, ids: tuple[str, ...], name: str, index: int) -> dict[str, Any] | None:
-        """What one solution holding every misreading `ids` at once observes on case `index` of generator `name`;
-        None when their edits cannot be made in one file. Kept in memory only: which combinations a grade tries
-        depends on the learner's failures, and each costs a call per case it is asked about."""
+    def combination_observation(
+        self, ids: tuple[str, ...], name: str, index: int, fitted: Fitted = ()
+    ) -> dict[str, Any] | None:
+        """What one solution holding every misreading `ids` at once observes on case `index` of generator `name`,
+        with the parameters `fitted` sets ((misreading, value) pairs); None when their edits cannot be made in one
+        file. Kept in memory only: which combinations a grade tries depends on the learner's failures, and each
+        costs a call per case it is asked about."""
         with self._lock:
-            if ids not in self._combined_functions:
+            variant = (ids, fitted)
+            if variant not in self._combined_functions:
                 chosen = {m.id: m for m in self.problem.misconceptions}
-                self._combined_functions[ids] = self.problem.combination_functions([chosen[i] for i in ids])
-            functions = self._combined_functions[ids]
+                self._combined_functions[variant] = self.problem.combination_functions(
+                    [chosen[i] for i in ids], dict(fitted)
+                )
+            functions = self._combined_functions[variant]
             if functions is None:
                 return None
-            key = (ids, name, index)
+            key = (ids, fitted, name, index)
             if key not in self._combined:
                 call = self.cases(name)[index]
                 with trusted_run():

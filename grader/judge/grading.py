@@ -6,7 +6,7 @@ import platform
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from grader.confine.launch import Launched
 from grader.confine.sandbox import Level, best_level
 from grader.confine.zygote import Zygote
 from grader.judge.checks import READS_ANSWERS, CaseOutcome, CheckRun, run_check
-from grader.judge.combinations import case_points, find_combined, record
+from grader.judge.combinations import Combined, case_points, find_combined, record
 from grader.judge.compare import judge_case
 from grader.judge.context import CheckContext, ExpectedSide, GradedProblem
 from grader.judge.diagnosis import NO_CREDIT, Explained, Finding, candidates, credit_for, diagnose
@@ -185,6 +185,7 @@ def _judge(
             break
         undo()
         combined = held
+    findings = _naming_fitted(findings, combined)
     supervisor.phases["diagnosis"] = round(time.monotonic() - diagnosing, 4)
     visible = {check.id for check in problem.spec.checks if check.visibility == "visible"}
     charged = {f.misconception.id: f.misconception for f in findings}
@@ -297,6 +298,20 @@ class Contradictions:
 # Whether a misreading's solution fails a case depends on the expected side alone, never on the learner: kept per
 # expected side, so that a batch judges each misreading on each case once.
 _MISREADING_FAILS: weakref.WeakKeyDictionary[object, dict[tuple[str, int, str], bool]] = weakref.WeakKeyDictionary()
+
+
+def _naming_fitted(findings: list[Finding], combined: Sequence[Combined]) -> list[Finding]:
+    """The findings with each fitted parameter named in its misreading's explanation ("It behaves as if eps =
+    0.0001.")."""
+    fitted = {mid: value for match in combined for mid, value in match.fitted}
+    named = []
+    for finding in findings:
+        m = finding.misconception
+        if m.id in fitted and m.parameter is not None:
+            explanation = f"{m.explanation} {m.parameter.sentence(fitted[m.id])}"
+            finding = replace(finding, misconception=m.model_copy(update={"explanation": explanation}))
+        named.append(finding)
+    return named
 
 
 def _charged_in(findings: list[Finding], misconception: str, checks: set[str]) -> bool:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -97,6 +98,7 @@ class Problem:
             ),
             self.reference_dir / "wrong",
             {path: d.misconception for path, d in parsed.items() if d.misconception is not None},
+            lambda breaks: self.owner_checks(self.reference_dir / "misconceptions.toml", breaks),
         )
 
     def owner_checks(self, where: Path, breaks: Iterable[str]) -> list[str]:
@@ -112,23 +114,38 @@ class Problem:
         return ", ".join(c.id for c in self.spec.clauses)
 
     def misconception_functions(self, misconception: Misconception) -> dict[str, Callable[..., Any]]:
-        """The contract functions of the known-wrong solution that embodies `misconception` (trusted code)."""
+        """The contract functions of the known-wrong solution that embodies `misconception` (trusted code); for a
+        generic misreading declared without one, the reference's with its transform applied."""
+        if misconception.solution is None:
+            assert misconception.generic is not None
+            transform = CATALOGUE[misconception.generic].transform
+            return {name: transform(function) for name, function in self.reference.items()}
         module = load_module(
             f"paperleet_wrong_{self.id}_{misconception.id}", self.known_wrong_file(misconception.solution)
         )
         return {f.name: getattr(module, f.name) for f in self.spec.functions}
 
-    def combination_functions(self, misconceptions: Sequence[Misconception]) -> dict[str, Callable[..., Any]] | None:
+    def combination_functions(
+        self, misconceptions: Sequence[Misconception], fitted: Mapping[str, float] | None = None
+    ) -> dict[str, Callable[..., Any]] | None:
         """The contract functions of one solution that holds every one of `misconceptions` at once (trusted code),
         or None when their solutions' edits cannot be made in one file. A generic misreading is its transform,
-        wrapped around the others' edits, and never its own solution's edits."""
-        edited = [m for m in misconceptions if m.generic is None]
+        wrapped around the others' edits, and never its own solution's edits. `fitted` sets the parameter of each
+        misreading it names (see `Parameter`)."""
+        edited = [m for m in misconceptions if m.solution is not None and m.generic is None]
         if edited:
             self.known_wrong()  # the solutions' declarations are checked, and their edits with them
-            path = combined(self.id, self.reference_dir, tuple(Path(m.solution).stem for m in edited))
+            stems = tuple(Path(str(m.solution)).stem for m in edited)
+            path = combined(self.id, self.reference_dir, stems)
             if path is None:
                 return None
-            module = load_module(f"paperleet_wrong_{self.id}_{'__'.join(m.id for m in edited)}", path)
+            name = f"paperleet_wrong_{self.id}_{'__'.join(m.id for m in edited)}"
+            if fitted:
+                path = self._fitted_file(path, edited, fitted)
+                if path is None:
+                    return None
+                name += "__" + hashlib.sha256(path.name.encode()).hexdigest()[:12]
+            module = load_module(name, path)
             functions = {f.name: getattr(module, f.name) for f in self.spec.functions}
         else:
             functions = dict(self.reference)
@@ -137,6 +154,24 @@ class Problem:
                 transform = CATALOGUE[misconception.generic].transform
                 functions = {name: transform(function) for name, function in functions.items()}
         return functions
+
+    def _fitted_file(self, path: Path, edited: Sequence[Misconception], fitted: Mapping[str, float]) -> Path | None:
+        """The combined solution at `path` with each fitted parameter set, written beside it; None when a
+        parameter's text is not in it exactly once."""
+        text = path.read_text()
+        for misconception in edited:
+            if misconception.id in fitted and misconception.parameter is not None:
+                changed = misconception.parameter.edit(text, fitted[misconception.id])
+                if changed is None:
+                    return None
+                text = changed
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        target = path.with_name(f"{path.stem}@{digest}.py")
+        if not target.is_file():
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, target)  # a concurrent grader writes the same bytes: either copy is the file
+        return target
 
     @cached_property
     def grading_seeds(self) -> list[int]:
