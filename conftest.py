@@ -132,6 +132,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # every in-process Expectations of the tests reads and fills the tests' own cache, never the repo's
     os.environ["PAPERLEET_CACHE"] = str(TEST_CACHE)
+    # matplotlib lists the system's fonts with `fc-list` the first time it runs on a machine: done here, before any
+    # test refuses processes, so that an in-process drawing test does not depend on an earlier e2e one
+    with contextlib.suppress(ImportError):
+        import matplotlib.font_manager  # noqa: F401
 
 
 @contextlib.contextmanager

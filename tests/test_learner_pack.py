@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = list_problems()
 RUNTIME_PACKAGES = {"torch", "pydantic", "rich"}  # all a learner installs to run the pack
 OPTIONAL_PACKAGES = {"grader/outputs/figures.py": {"matplotlib"}}  # plots are drawn only where it is installed
+SIDE_BY_SIDE = 4  # learners' `check` runs at once
 SIGNIFICANT_DIGITS = 6  # a decimal in a text with fewer digits could be anything
 
 
@@ -240,8 +241,9 @@ def checked(
     packs: dict[str, Pack], learner_python: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, str], Checked]:
     """`check` run on the reference (copied as solution.py) and on a known-wrong file, for every problem, from
-    the pack unzipped in an empty folder; the runs go side by side, as separate learners' would."""
-    running = {}
+    the pack unzipped in an empty folder; the runs go side by side, as separate learners' would, a few at a time (a
+    dozen at once on two cores would hold each import past its deadline)."""
+    started = []
     for problem_id, pack in packs.items():
         folder = tmp_path_factory.mktemp(f"unzipped-{problem_id}")
         with zipfile.ZipFile(pack.zip_path) as archive:
@@ -251,8 +253,12 @@ def checked(
         shutil.copyfile(pack.problem.reference_dir / "reference.py", folder / "solution.py")
         wrong, _ = _known_wrong(pack.problem)
         for kind, file in (("correct", folder / "solution.py"), ("wrong", wrong)):
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERLEET_")} | {"COLUMNS": "160"}
-            running[problem_id, kind] = (
+            started.append(((problem_id, kind), root, file))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPERLEET_")} | {"COLUMNS": "160"}
+    done: dict[tuple[str, str], Checked] = {}
+    for wave in range(0, len(started), SIDE_BY_SIDE):
+        running = {
+            key: (
                 root / "reports" / f"{file.stem}.json",
                 subprocess.Popen(
                     [str(learner_python), "check", str(file)],
@@ -263,12 +269,13 @@ def checked(
                     text=True,
                 ),
             )
-    done = {}
-    for key, (report, process) in running.items():
-        stdout, stderr = process.communicate(timeout=600)
-        result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-        assert process.returncode == 0, f"{key}: {stdout}\n{stderr}"
-        done[key] = Checked(result, json.loads(report.read_text()), report)
+            for key, root, file in started[wave : wave + SIDE_BY_SIDE]
+        }
+        for key, (report, process) in running.items():
+            stdout, stderr = process.communicate(timeout=600)
+            result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+            assert process.returncode == 0, f"{key}: {stdout}\n{stderr}"
+            done[key] = Checked(result, json.loads(report.read_text()), report)
     return done
 
 

@@ -619,12 +619,13 @@ class PlotJob:
         return outcome if isinstance(outcome, dict) else {"error": "the plotting process answered a non-object"}
 
     def _kill(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            try:
+        """End the child if it is still there, then reap it and close its pipes, whether or not it had ended."""
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._process.communicate()
+        self._process.communicate()
 
     def close(self) -> None:
         """End the child if it is still there and remove the specs file; safe to call more than once."""
