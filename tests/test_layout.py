@@ -126,3 +126,19 @@ def test_every_module_is_on_the_architecture_map() -> None:
         if path.parent != ROOT / "grader" and path.stem not in _docstring(package):
             unlisted.append(f"{path.relative_to(ROOT)} (in its package's map)")
     assert not unlisted, unlisted
+
+
+# Exercises written with the authoring kit, and the lines each may take (problems/<id>/ and reference/<id>/, its
+# convention ports left out: they reproduce libraries, not the exercise)
+LINE_BUDGETS = {"kl_estimators": 1000, "gspo_sequence_ratio": 1000}
+
+
+def _exercise_lines(problem_id: str) -> int:
+    folders = [ROOT / "problems" / problem_id, ROOT / "reference" / problem_id]
+    files = [p for f in folders for p in f.rglob("*") if p.is_file() and not {"ports", "__pycache__"} & set(p.parts)]
+    return sum(len(p.read_text().splitlines()) for p in files)
+
+
+@pytest.mark.parametrize("problem_id", sorted(LINE_BUDGETS))
+def test_a_kit_exercise_stays_within_its_line_budget(problem_id: str) -> None:
+    assert _exercise_lines(problem_id) <= LINE_BUDGETS[problem_id]

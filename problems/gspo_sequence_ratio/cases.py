@@ -211,13 +211,15 @@ def empty_responses(g: torch.Generator) -> list[Call]:
 
 
 def clipfrac_tokens(g: torch.Generator) -> list[Call]:
-    """clipfrac counts the valid tokens of clipped responses, not the clipped responses."""
+    """clipfrac counts the valid tokens of clipped responses, not the clipped responses; a clipped batch of one
+    response and one token (B and the token count at 1) is judged with a ragged one."""
     calls = []
     for dtype in DTYPES:
-        for lengths in ((1, 12, 3, 7), (9, 2, 14)):
-            kinds = ["above", "inside", "below", "above"][: len(lengths)]
-            kw = batch(g, [region(g, k, EQUAL) for k in kinds], lengths, 15, dtype)
-            calls.append(call(LOSS, with_advantages(g, kw, [1.0, 1.0, -1.0, -1.0][: len(lengths)]), "ragged", grad=()))
+        for lengths, group in (((1, 12, 3, 7), None), ((9, 2, 14), f"one token {dtype}"), ((1,), f"one token {dtype}")):
+            kw = batch(g, [region(g, k, EQUAL) for k in ["above", "inside", "below", "above"][: len(lengths)]],
+                       lengths, 15, dtype)
+            kw = with_advantages(g, kw, [1.0, 1.0, -1.0, -1.0][: len(lengths)])
+            calls.append(call(LOSS, kw, "ragged" if len(lengths) > 1 else "one clipped token", grad=(), group=group))
     return calls
 
 
@@ -287,6 +289,7 @@ def value_errors(g: torch.Generator) -> list[Call]:
         (TOKEN, "logp int64", {"logp": logp.round().to(torch.int64)}),
         (RATIO, "old_logp [1, 4]", {"old_logp": old[:1]}),
         (TOKEN, "mask [3, 1]", {"mask": mask[:, :1]}),
+        (LOSS, "mask [3, 1]", {"mask": mask[:, :1]}),
         (LOSS, "advantages [3, 1]", {"advantages": torch.zeros(3, 1)}),
         (LOSS, "eps_low = 1", {"eps_low": 1.0}),
         (LOSS, "eps_low = NaN", {"eps_low": math.nan}),
