@@ -209,6 +209,11 @@ def _course_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     mutate.add_argument("--time-limit", type=float, default=None, metavar="S", help="wall time per mutant")
     mutate.add_argument("--only", action="append", metavar="NAME", help="only this mutant (repeatable)")
     mutate.add_argument(
+        "--kill-only",
+        action="store_true",
+        help="only which mutants survive: each is graded until a check loses points, with no diagnosis and no probe",
+    )
+    mutate.add_argument(
         "--record",
         type=Path,
         metavar="JSON",

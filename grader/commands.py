@@ -259,6 +259,7 @@ def cmd_mutate(args: argparse.Namespace) -> ExitCode:
             time_limit_s=args.time_limit or TIME_LIMIT_S,
             only=args.only,
             say=say_stage,
+            kill_only=args.kill_only,
         )
     except ReferenceNotFull as exc:
         print(exc, file=sys.stderr)

@@ -235,6 +235,17 @@ def test_a_killed_mutant_and_a_likely_equivalent_one_are_told_apart() -> None:
     analysis = analyse(problem, only=["compare@L33", "insert_detach@L29", "constant@L25"], time_limit_s=900)
     outcomes = {r.name: r.outcome for r in analysis.results}
     assert outcomes == {"compare@L33": "killed", "insert_detach@L29": "equivalent", "constant@L25": "undiagnosed"}
+    # the kill-only analysis the baseline below runs: the same survivors, each killed one stopped at a failing check
+    quick = analyse(problem, only=sorted(outcomes), time_limit_s=900, kill_only=True)
+    assert {r.name: r.outcome for r in quick.results} == {
+        "compare@L33": "killed",
+        "insert_detach@L29": "survived",
+        "constant@L25": "killed",
+    }
+    full = {r.name: r for r in analysis.results}
+    for result in quick.results:
+        assert len(result.failed) == (result.outcome == "killed") and not result.diagnosis
+        assert set(result.failed) <= set(full[result.name].failed), "it stopped at a check the whole grading fails"
 
 
 # ---------------------------------------------------------------------------------------------- the baseline
@@ -242,13 +253,13 @@ def test_a_killed_mutant_and_a_likely_equivalent_one_are_told_apart() -> None:
 BASELINE = Path(__file__).with_name("mutation_survivors.json")
 
 
-@pytest.mark.slow  # every mutant of every problem: about 1 to 4 minutes a problem on 2 cores
+@pytest.mark.slow  # every mutant of every problem, each until it loses points: under a minute a problem on 2 cores
 @pytest.mark.parametrize("problem_id", list_problems())
 def test_survivors_do_not_grow(problem_id: str) -> None:
     """A problem's mutants at full marks are no more than tests/mutation_survivors.json records; when a change of
     its cases kills more, the file is rewritten from `python -m grader mutate --problem ID` (docs/mutation.md)."""
     recorded = json.loads(BASELINE.read_text())[problem_id]
-    analysis = analyse(problem_named(problem_id))
+    analysis = analyse(problem_named(problem_id), kill_only=True)
     survivors = sorted(r.name for r in analysis.survivors)
     new = sorted(set(survivors) - set(recorded["survivors"]))
     assert len(survivors) <= len(recorded["survivors"]), f"{len(survivors)} survivors, new: {new}"

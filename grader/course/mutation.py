@@ -9,6 +9,13 @@ place, on every case of every check and on a dense probe: the cases of every oth
 float inputs jittered, or its masks and ids mostly zeroed. Otherwise its survival is a case the problem lacks, or a
 difference its checks accept.
 
+Kill-only analysis (`mutate --kill-only`, what `make test` keeps from growing) asks only which mutants survive: a
+mutant is killed at the first check that loses points, before any diagnosis, and the rest of its checks never run;
+a survivor is not probed, so none is called likely equivalent.
+It finds the same survivors as the whole analysis, because follow-through never turns a loss into full marks: a
+misreading is credited only once an owner check charges one of its cases (`diagnosis.diagnose`), and that case
+keeps its charge.
+
 Mutants are derived from the hidden reference: they run in the judge's own (forked) process as trusted code, the
 way the judge runs the reference and the known-wrong solutions, and what this module writes stays in artifacts/.
 """
@@ -33,6 +40,7 @@ import torch
 from grader.course.mutants import Mutant, mutants, unmutated
 from grader.judge.accept import Malformed, accept_hello, accept_observation
 from grader.judge.cases import Call, generator_for
+from grader.judge.checks import READS_ANSWERS, run_check
 from grader.judge.context import CheckContext
 from grader.judge.expectations import Expectations, trusted_run
 from grader.judge.failures import LearnerFailure
@@ -135,6 +143,7 @@ class Analysis:
     seed: int
     results: list[MutantResult]
     seconds: float
+    kill_only: bool = False  # no diagnosis was sought: every killed mutant counts as diagnosed
 
     def count(self, *outcomes: Outcome) -> int:
         return sum(r.outcome in outcomes for r in self.results)
@@ -191,6 +200,21 @@ def grade_functions(problem: Problem, expectations: Expectations, functions: dic
         diagnosis=[f.misconception.id for f in findings],
         followed=[r.id for r in results if r.cases_followed_through],
     )
+
+
+def first_loss(problem: Problem, expectations: Expectations, functions: dict[str, Callable[..., Any]]) -> Graded:
+    """The checks of the problem on `functions` until one loses points, with no diagnosis and no follow-through
+    credit: `failed` holds that check alone, or nothing at full marks. The toys run after every other check that
+    sends calls, as they cost the most; the kinds that read what the calls answered still run last."""
+    supervisor = InProcessSupervisor(problem, functions)
+    context = CheckContext(problem, expectations, supervisor)
+    order = sorted(problem.spec.checks, key=lambda c: (c.kind in READS_ANSWERS, c.kind == "experiment"))
+    with trusted_run():
+        for check in order:
+            result = run_check(context, check).result()
+            if result.score < check.points:
+                return Graded(0.0, problem.spec.max_score, [check.id], [], [])
+    return Graded(problem.spec.max_score, problem.spec.max_score, [], [], [])
 
 
 # ---------------------------------------------------------------------------------------------- the probe
@@ -300,11 +324,13 @@ def first_difference(probe: Probe, functions: dict[str, Callable[..., Any]]) -> 
 # ---------------------------------------------------------------------------------------------- one mutant, forked
 
 
-def _judge_mutant(problem: Problem, expectations: Expectations, probe: Probe, mutant: Mutant) -> dict[str, Any]:
+def _judge_mutant(
+    problem: Problem, expectations: Expectations, probe: Probe, mutant: Mutant, kill_only: bool
+) -> dict[str, Any]:
     functions = functions_of(problem, mutant.source, f"paperleet_mutant_{problem.id}")
-    graded = grade_functions(problem, expectations, functions)
+    graded = (first_loss if kill_only else grade_functions)(problem, expectations, functions)
     found: dict[str, Any] = asdict(graded)
-    if graded.score >= graded.max_score:
+    if graded.score >= graded.max_score and not kill_only:
         found["differs_on"] = first_difference(probe, functions)
     return found
 
@@ -406,18 +432,19 @@ def _status_text(status: int) -> str:
 # ---------------------------------------------------------------------------------------------- a whole problem
 
 
-def result_of(mutant: Mutant, found: dict[str, Any] | None, why: str) -> MutantResult:
-    """What became of one mutant, from its forked process's answer (None: the limit killed it)."""
+def result_of(mutant: Mutant, found: dict[str, Any] | None, why: str, kill_only: bool = False) -> MutantResult:
+    """What became of one mutant, from its forked process's answer (None: the limit killed it). A kill-only
+    analysis seeks no diagnosis: its killed mutants are `killed`."""
     named = (mutant.name, mutant.operator, mutant.line, mutant.description)
     if found is None:
         return MutantResult(*named, outcome="error" if why.startswith(GRADING_FAILED) else "limit", note=why)
     score, max_score = float(found["score"]), float(found["max_score"])
     failed, diagnosis = list(found["failed"]), list(found["diagnosis"])
     if score < max_score:
-        outcome: Outcome = "killed" if diagnosis else "undiagnosed"
+        outcome: Outcome = "killed" if diagnosis or kill_only else "undiagnosed"
         return MutantResult(*named, outcome, score, max_score, failed, diagnosis)
     differs = str(found.get("differs_on", ""))
-    outcome = "survived" if differs else "equivalent"
+    outcome = "survived" if differs or kill_only else "equivalent"  # kill-only: no probe told them apart
     return MutantResult(*named, outcome, score, max_score, failed, diagnosis, differs_on=differs)
 
 
@@ -431,8 +458,10 @@ def analyse(
     time_limit_s: float = TIME_LIMIT_S,
     only: list[str] | None = None,
     say: Callable[[str], None] = lambda text: None,
+    kill_only: bool = False,
 ) -> Analysis:
-    """Every mutant of `problem`'s reference (or those named in `only`) graded on its first grading seed."""
+    """Every mutant of `problem`'s reference (or those named in `only`) graded on its first grading seed; with
+    `kill_only`, each only until it loses points (see the module's docstring)."""
     started = time.monotonic()
     seed = problem.grading_seeds[0]
     expectations = Expectations(problem, seed, say=say)
@@ -442,19 +471,21 @@ def analyse(
     control = grade_functions(problem, expectations, functions_of(problem, unmutated(source), "paperleet_control"))
     if control.score < control.max_score:
         raise ReferenceNotFull(f"{problem.id}: the reference scores {control.score}/{control.max_score} in process")
-    probe = build_probe(problem, expectations)
+    probe = Probe([], [], []) if kill_only else build_probe(problem, expectations)
     chosen = [m for m in mutants(source) if only is None or m.name in only]
     say(f"{problem.id}: {len(chosen)} mutants, {len(probe.calls)} probe calls, {workers} at a time")
-    jobs = [(m, _work(problem, expectations, probe, m)) for m in chosen]
+    jobs = [(m, _work(problem, expectations, probe, m, kill_only)) for m in chosen]
     by_name = {}
     for mutant, found, why in run_forked(jobs, workers, time_limit_s):
-        by_name[mutant.name] = result_of(mutant, found, why)
+        by_name[mutant.name] = result_of(mutant, found, why, kill_only)
     results = [by_name[m.name] for m in chosen]
-    return Analysis(problem.id, seed, results, time.monotonic() - started)
+    return Analysis(problem.id, seed, results, time.monotonic() - started, kill_only)
 
 
-def _work(problem: Problem, expectations: Expectations, probe: Probe, mutant: Mutant) -> Callable[[], dict[str, Any]]:
-    return lambda: _judge_mutant(problem, expectations, probe, mutant)
+def _work(
+    problem: Problem, expectations: Expectations, probe: Probe, mutant: Mutant, kill_only: bool
+) -> Callable[[], dict[str, Any]]:
+    return lambda: _judge_mutant(problem, expectations, probe, mutant, kill_only)
 
 
 def _warm_misreadings(problem: Problem, expectations: Expectations) -> None:
@@ -474,6 +505,14 @@ def _warm_misreadings(problem: Problem, expectations: Expectations) -> None:
 def summary_lines(analysis: Analysis) -> list[str]:
     """The terminal's account: the counts and shares, then each survivor and each mutant the limit killed."""
     killed, undiagnosed = analysis.count("killed"), analysis.count("undiagnosed")
+    if analysis.kill_only:
+        return [
+            f"{analysis.problem}: {len(analysis.results)} mutants in {analysis.seconds:.0f} s (kill-only: no "
+            f"diagnosis, no probe); killed {analysis.count(*KILLED)}, by the limit {analysis.count('limit')}; survived "
+            f"{analysis.count('survived')}",
+            *(f"  survived    {r.name}: {r.description}" for r in analysis.results if r.outcome == "survived"),
+            *(f"  {r.outcome:11} {r.name}: {r.note}" for r in analysis.results if r.outcome in ("limit", "error")),
+        ]
     lines = [
         f"{analysis.problem}: {len(analysis.results)} mutants in {analysis.seconds:.0f} s; killed "
         f"{analysis.count(*KILLED)} ({analysis.killed_share:.1%} of those not likely equivalent): diagnosed {killed}, "
