@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import random
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -426,6 +427,47 @@ def test_a_hostile_header_is_refused_quickly_and_for_little_memory(shape: str) -
     assert time.process_time() - started < 2.0  # CPU seconds; the slowest shape takes half of one
     assert _memory("VmHWM") - before < 16 << 20  # the frame is 64 MiB
     assert "4711" not in str(refused.value) and str(len(payload)) not in str(refused.value)
+
+
+def _refusal(check: Callable[[], None]) -> str | None:
+    try:
+        check()
+    except ProtocolError as exc:
+        return str(exc)
+    return None
+
+
+def test_a_header_counted_whole_is_refused_exactly_where_the_token_scan_refuses_it() -> None:
+    """Headers up to `WHOLE_COUNT_BYTES` are counted in whole passes, larger ones token by token: both refuse the
+    same headers. Random texts of JSON's characters (nesting around the bound, strings that end or not, escapes,
+    long numbers), each at a bound of values it may break, and the hostile shapes above cut to a small size."""
+    generator = random.Random(4711)
+    pieces = [b"[", b"]", b"{", b"}", b",", b":", b" ", b"\n", b'"', b'"a\\"b"', b'\\"', b"0", b"-1.5e3", b"true"]
+    headers = [_bounded_small(make) for make, _ in HOSTILE_HEADERS.values()]
+    for head in headers:  # each pass is linear: a megabyte of escaped quotes is not tried once per quote
+        started = time.process_time()
+        assert _refusal(lambda head=head: protocol._count_header(head, 65536)) is not None
+        assert time.process_time() - started < 0.5
+    headers += [b"[" * depth + b"]" * depth for depth in (63, 64, 65, 66)]
+    headers += [b"[" + b"7" * length + b"]" for length in (protocol.MAX_NUMBER_BYTES, protocol.MAX_NUMBER_BYTES + 1)]
+    for _ in range(3000):
+        text = b"".join(generator.choices(pieces, k=generator.randrange(1, 200)))
+        if generator.random() < 0.1:
+            text = b"[" * generator.randrange(60, 70) + text
+        headers.append(text)
+    refused = 0
+    for head in headers:
+        for bound in (4, 20, 65536):
+            whole = _refusal(lambda head=head, bound=bound: protocol._count_header(head, bound))
+            scanned = _refusal(lambda head=head, bound=bound: protocol._scan_header(head, bound, None))
+            assert (whole is None) == (scanned is None), (head[:200], bound, whole, scanned)
+            refused += whole is not None
+    assert 0 < refused < 3 * len(headers), "some headers are refused and some are not"
+
+
+def _bounded_small(make: Callable[[], bytes]) -> bytes:
+    """A hostile shape cut to a header the whole count reads (still past its bound: these bounds are small)."""
+    return make()[: protocol.WHOLE_COUNT_BYTES]
 
 
 def test_what_honest_workers_send_passes_the_bounds() -> None:

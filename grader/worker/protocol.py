@@ -125,6 +125,20 @@ _TOKEN = re.compile(
     re.DOTALL,
 )
 _DEADLINE_EVERY = 1 << 12  # tokens between two looks at the clock
+# A header up to this size is counted whole by a handful of passes in C (`_count_header`), instead of token by token
+# in Python: every honest header is far smaller, and the copies those passes make stay small.
+WHOLE_COUNT_BYTES = 1 << 20
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+# every quote opens a string that ends, read left to right in one linear pass: searching for strings alone would try
+# every later quote again after one that does not end, and a header of escaped quotes would cost its length squared
+_WELL_QUOTED = re.compile(b'(?:[^"]++|' + _STRING.pattern + b")*+", re.DOTALL)
+_SCALAR_CHAR = rb'[^ \t\n\r"\[\]{},:]'
+_SCALAR = re.compile(_SCALAR_CHAR + b"++")
+# a scalar run longer than the bound, tried only where a run starts, so a pass stays linear
+_LONG_SCALAR = re.compile(b"(?<!" + _SCALAR_CHAR + b")" + _SCALAR_CHAR + b"{%d}" % (MAX_NUMBER_BYTES + 1))
+_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1, read as int8
+assert WHOLE_COUNT_BYTES < MAX_STRING_BYTES  # a string of a header counted whole never reaches its bound
 
 
 def _check_header(head: memoryview, max_values: int, deadline: float | None) -> None:
@@ -132,6 +146,16 @@ def _check_header(head: memoryview, max_values: int, deadline: float | None) -> 
     counts, at any depth), nests deeper than `MAX_NESTING` or holds a string or number longer than its bound,
     before anything parses it. A token that is not a value (a separator, a closing bracket) follows at most one
     value, so a header may have three times as many tokens as values and no more."""
+    if len(head) <= WHOLE_COUNT_BYTES:
+        _check_deadline(deadline)
+        _count_header(bytes(head), max_values)
+    else:
+        _scan_header(head, max_values, deadline)
+
+
+def _scan_header(head: memoryview | bytes, max_values: int, deadline: float | None) -> None:
+    """`_check_header`'s bounds token by token, looking at the clock as it goes and stopping at the first bound
+    broken: for a header too large to copy."""
     values = tokens = depth = 0
     for count, token in enumerate(_TOKEN.finditer(head)):
         if count % _DEADLINE_EVERY == 0:
@@ -155,6 +179,27 @@ def _check_header(head: memoryview, max_values: int, deadline: float | None) -> 
         values += kind != "separator" and kind != "close"
         if values > max_values or tokens > 3 * max_values:
             raise ProtocolError(f"more than {max_values} values in one frame")
+
+
+def _count_header(head: bytes, max_values: int) -> None:
+    """`_check_header`'s bounds for a header of at most `WHOLE_COUNT_BYTES`, counted in whole passes: the strings
+    are taken out first (what is left holds no quote, unless a string does not end), then scalars, brackets and
+    separators are counted in what is left, and the deepest nesting is the largest running sum of the brackets."""
+    if not _WELL_QUOTED.fullmatch(head):
+        raise ProtocolError("unreadable frame: a string of its header does not end")
+    rest, strings = _STRING.subn(b" ", head)
+    brackets = rest.translate(None, _NOT_BRACKET)
+    opens = brackets.count(b"[") + brackets.count(b"{")
+    if opens > MAX_NESTING:  # fewer opening brackets cannot nest deeper
+        steps = torch.frombuffer(bytearray(brackets.translate(_BRACKET_STEP)), dtype=torch.int8)
+        if int(steps.cumsum(0).max()) > MAX_NESTING:
+            raise ProtocolError(f"a frame's header nests deeper than {MAX_NESTING} levels")
+    if _LONG_SCALAR.search(rest):
+        raise ProtocolError(f"a number in a frame's header is longer than {MAX_NUMBER_BYTES} characters")
+    values = strings + _SCALAR.subn(b"", rest)[1] + opens
+    tokens = values + len(brackets) - opens + rest.count(b",") + rest.count(b":")
+    if values > max_values or tokens > 3 * max_values:
+        raise ProtocolError(f"more than {max_values} values in one frame")
 
 
 def _check_deadline(deadline: float | None) -> None:
