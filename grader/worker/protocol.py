@@ -291,7 +291,7 @@ def read_exact(fd: int, size: int) -> bytes:
 def read_frame(fd: int, max_bytes: int) -> dict[str, Any]:
     (size,) = HEADER.unpack(read_exact(fd, HEADER.size))
     if size > max_bytes:
-        raise ProtocolError(f"frame of {size} bytes exceeds the {max_bytes}-byte limit")
+        raise ProtocolError(f"a frame exceeds the {max_bytes}-byte limit")  # its size is the sender's choice
     return decode(read_exact(fd, size))
 
 
