@@ -119,20 +119,20 @@ def decode(
 
 # One token of a JSON text per match, and every byte belongs to one: a string that does not end matches as a lone
 # quote and the scan stops there, so no position is tried twice and a pass is linear in the header's length.
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_SCALAR_CHAR = rb'[^ \t\n\r"\[\]{},:]'
 _TOKEN = re.compile(
-    rb'(?P<space>[ \t\n\r]++)|(?P<string>"[^"\\]*+(?:\\.[^"\\]*+)*+")|(?P<open>[\[{])|(?P<close>[\]}])'
-    rb'|(?P<separator>[,:])|(?P<scalar>[^ \t\n\r"\[\]{},:]++)|(?P<unended>")',
+    rb"(?P<space>[ \t\n\r]++)|(?P<string>" + _STRING.pattern + rb")|(?P<open>[\[{])|(?P<close>[\]}])"
+    rb"|(?P<separator>[,:])|(?P<scalar>" + _SCALAR_CHAR + rb'++)|(?P<unended>")',
     re.DOTALL,
 )
 _DEADLINE_EVERY = 1 << 12  # tokens between two looks at the clock
 # A header up to this size is counted whole by a handful of passes in C (`_count_header`), instead of token by token
 # in Python: every honest header is far smaller, and the copies those passes make stay small.
 WHOLE_COUNT_BYTES = 1 << 20
-_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 # every quote opens a string that ends, read left to right in one linear pass: searching for strings alone would try
 # every later quote again after one that does not end, and a header of escaped quotes would cost its length squared
 _WELL_QUOTED = re.compile(b'(?:[^"]++|' + _STRING.pattern + b")*+", re.DOTALL)
-_SCALAR_CHAR = rb'[^ \t\n\r"\[\]{},:]'
 _SCALAR = re.compile(_SCALAR_CHAR + b"++")
 # a scalar run longer than the bound, tried only where a run starts, so a pass stays linear
 _LONG_SCALAR = re.compile(b"(?<!" + _SCALAR_CHAR + b")" + _SCALAR_CHAR + b"{%d}" % (MAX_NUMBER_BYTES + 1))
