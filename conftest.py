@@ -118,6 +118,9 @@ def known_failures() -> dict[str, str]:
     return found
 
 
+# first: a pytest-xdist worker names each test's group in its node id in this same hook, from the markers it finds
+# there, and the scheduler knows a test's group by that name alone
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     COLLECTED[:] = items
     quarantined = known_failures()

@@ -292,10 +292,24 @@ def pack_answers(problem: Problem) -> dict[str, list[dict[str, Any]]]:
     return by_function
 
 
+def _shared(value: Any, seen: dict[tuple[Any, ...], torch.Tensor]) -> Any:
+    """A copy in which tensors of equal dtype, shape and bytes are one tensor owning its storage, so the saved data
+    has one size whichever cache or order built it (torch.save keeps what storages share, views' whole bases too)."""
+    if isinstance(value, torch.Tensor):
+        compact = value.detach().clone()
+        key = (compact.dtype, tuple(compact.shape), compact.reshape(-1).view(torch.uint8).numpy().tobytes())
+        return seen.setdefault(key, compact)
+    if isinstance(value, dict):
+        return {key: _shared(item, seen) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_shared(item, seen) for item in value)
+    return value
+
+
 def replay_source(problem: Problem) -> str:
     """A submission that holds the learner pack's public calls and expected observations, and replays them."""
     buffer = io.BytesIO()
-    torch.save(pack_answers(problem), buffer)
+    torch.save(_shared(pack_answers(problem), {}), buffer)
     return f"DATA = {base64.b64encode(buffer.getvalue()).decode()!r}\n" + REPLAY_SOURCE
 
 

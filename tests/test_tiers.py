@@ -45,3 +45,13 @@ def test_a_modules_other_tests_share_one_group() -> None:
             by_module[str(item.path)].add(groups[item])
     split = {module: found for module, found in by_module.items() if len(found) > 1}
     assert not split, split
+
+
+def test_the_scheduler_sees_each_tests_group(request: pytest.FixtureRequest) -> None:
+    """Under `--dist loadgroup` (`make test`), a worker tells the scheduler a test's group in its node id: a group
+    missing there is no group at all, and its batch is graded once in each worker that gets one of its tests."""
+    if not request.config.getvalue("loadgroup"):
+        pytest.skip("not run by a pytest-xdist worker under --dist loadgroup")
+    _, groups = _groups()
+    mine = next(item for item in COLLECTED if item is request.node)
+    assert request.node.nodeid.endswith(f"@{groups[mine]}"), request.node.nodeid
