@@ -17,13 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import torch
+
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome, CheckRun
-from grader.judge.compare import fails_alike, same_as
+from grader.judge.compare import as_tensor, fails_alike, flatten_output, same_as
 from grader.model.generic import CATALOGUE
 from grader.model.misconceptions import Fitted, Misconception
 from grader.model.spec import CheckSpec, Tolerance
 
+LEANING_CASES = 96  # failing cases read to tell which misreadings move answers the learner's way
 EXPLAINERS = 3  # misreadings that explain most points alone, each combined with the others
 CANDIDATES = 6  # with owners of the checks whose failures stay unexplained, at most this many in all
 MAX_VARIANTS = 12  # combinations run in one grade, pairs first
@@ -35,6 +38,8 @@ class Combining(Protocol):
 
     def cases(self, check: CheckSpec) -> list[Call]: ...
     def tolerances(self) -> dict[str, Tolerance]: ...
+    def expected(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any]: ...
+    def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]: ...
     def expected_float32(self, check: CheckSpec, index: int, call: Call) -> dict[str, Any] | None: ...
     def combination_observation(
         self, check: CheckSpec, index: int, ids: tuple[str, ...], fitted: Fitted = ()
@@ -87,15 +92,24 @@ def find_combined(
     context: Combining,
     runs: Sequence[CheckRun],
     misconceptions: Sequence[Misconception],
-    contradicted: Mapping[str, int],
+    contradicting: Callable[[set[str]], Mapping[str, int]],
 ) -> list[Combined]:
     """The combinations that explain the failing cases no single misreading explains, most points first, each
-    with the cases it explains that the ones before it leave unexplained."""
+    with the cases it explains that the ones before it leave unexplained; `contradicting` counts, for each
+    misreading asked about, the learner's passing cases its own solution fails."""
     open_cases = _open_cases(runs)
     if not open_cases:
         return []
     alone = _points_alone(runs)
-    candidates = _candidates(open_cases, alone, misconceptions, contradicted)
+    leaning = _leaning(context, runs)
+    contradicted = contradicting(set(alone) | set(leaning))
+    candidates = _candidates(open_cases, alone, misconceptions, contradicted, leaning)
+
+    def likely(found: Match) -> tuple[float, float]:
+        """Between combinations that explain as much: fewer passing cases contradicting, then answers moved more
+        the learner's way (Bessel's correction always, rather than a ddof read backwards)."""
+        return (-sum(contradicted.get(mid, 0) for mid in found.ids), sum(leaning.get(mid, 0.0) for mid in found.ids))
+
     left = set(range(len(open_cases)))
     by_id = {m.id: m for m in misconceptions}
     fixed: dict[str, float] = {}  # parameters fitted alone, kept in the pairs that hold their misreading
@@ -114,14 +128,15 @@ def find_combined(
     # a misreading with a parameter may explain nothing at its declared value: it is fitted alone first, and then
     # counts as one that explains something alone, the candidates chosen again for the cases it leaves
     singles = [(mid,) for mid in candidates if by_id[mid].parameter is not None]
-    found = _greedy([match(ids) for ids in singles], open_cases, left)
+    found = _greedy([match(ids) for ids in singles], open_cases, left, likely)
     if found:
         alone = {**alone, **{m.ids[0]: (_points(m, open_cases, m.explained), len(m.explained)) for m in found}}
         fixed.update(dict(pair for m in found for pair in m.fitted))
-        candidates = _candidates([open_cases[p] for p in sorted(left)], alone, misconceptions, contradicted, False)
+        rest = [open_cases[p] for p in sorted(left)]
+        candidates = _candidates(rest, alone, misconceptions, contradicted, leaning, False)
     pairs: list[tuple[str, ...]] = [ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone)]
     pairs = pairs[: MAX_VARIANTS - len(singles)]  # each pair holds one misreading that explains something alone
-    found += _greedy([match(ids) for ids in pairs], open_cases, left)
+    found += _greedy([match(ids) for ids in pairs], open_cases, left, likely)
     budget = MAX_VARIANTS - len(singles) - len(pairs)
     for pair in list(found) if MAX_SIZE >= 3 else []:
         for third in (mid for mid in candidates if mid not in pair.ids):
@@ -129,7 +144,7 @@ def find_combined(
                 break
             budget -= 1
             ids = tuple(sorted((*pair.ids, third), key=lambda mid: candidates.index(mid) if mid in candidates else -1))
-            found += _greedy([match(ids)], open_cases, left)
+            found += _greedy([match(ids)], open_cases, left, likely)
     return [
         Combined(
             chosen.ids,
@@ -188,12 +203,13 @@ def _candidates(
     alone: Mapping[str, tuple[float, int]],
     misconceptions: Sequence[Misconception],
     contradicted: Mapping[str, int],
+    leaning: Mapping[str, float],
     fitting: bool = True,
 ) -> list[str]:
     """The misreadings worth combining: those that explain most points alone (and fewer passing cases contradict
     than failing ones it explains), the generic ones that show only through others, those with a parameter to fit
-    (while `fitting`), then those that own the checks holding most unexplained
-    points; declaration order breaks ties."""
+    (while `fitting`), then those that move most unexplained points the learner's way (`leaning`, unless a passing
+    case contradicts them) or own the checks holding most of them; declaration order breaks ties."""
     order = {m.id: i for i, m in enumerate(misconceptions)}
     explainers = sorted(
         (mid for mid, (_, count) in alone.items() if mid in order and contradicted.get(mid, 0) < count),
@@ -216,11 +232,75 @@ def _candidates(
     ]
     generic += fitted
     owning = sorted(
-        (m for m in misconceptions if m.id not in explainers + generic and set(m.owners) & set(unexplained)),
-        key=lambda m: (-sum(unexplained.get(owner, 0.0) for owner in m.owners), order[m.id]),
+        (
+            m
+            for m in misconceptions
+            if m.id not in explainers + generic and (set(m.owners) & set(unexplained) or leaning.get(m.id, 0.0) > 0)
+        ),
+        key=lambda m: (
+            -(0.0 if contradicted.get(m.id, 0) else leaning.get(m.id, 0.0)),
+            -sum(unexplained.get(owner, 0.0) for owner in m.owners),
+            order[m.id],
+        ),
     )
     # once a parameter is fitted, the pairs all hold the fitted misreading: a wider field costs no more runs
     return (explainers + generic + [m.id for m in owning])[: CANDIDATES if fitting else 2 * CANDIDATES]
+
+
+def _leaning(context: Combining, runs: Sequence[CheckRun]) -> dict[str, float]:
+    """How far each misreading moves the failing answers the learner's way: the points of the failing cases (the
+    first `LEANING_CASES` that answered) on which its own answer lies at most half as far from the learner's as the
+    expected answer does, less those on which it lies more than twice as far. A member of a combination moves the
+    answers its way although, with its partner's departure on top, it explains no case alone (Bessel's correction
+    brings an answer from 1 to within 2e-4 of the 0.7069 that Bessel and an eps of 1e-4 give together), while a
+    look-alike that departs where the learner does not moves some answers away (a ddof read backwards, on the cases
+    that ask for Bessel's correction)."""
+    leaning: dict[str, float] = {}
+    for run, index, points in _failing_answers(runs)[:LEANING_CASES]:
+        call = context.cases(run.check)[index]
+        got = _numbers(run.tally.outcomes[index].answer if run.tally is not None else None)
+        want = _numbers(context.expected(run.check, index, call))
+        if got is None or want is None or got.shape != want.shape:
+            continue
+        far = float((want - got).abs().sum())
+        if not far > 0.0:
+            continue
+        for mid, theirs in context.misconception_observations(run.check, index).items():
+            mine = _numbers(theirs)
+            if mine is None or mine.shape != got.shape:
+                continue
+            distance = float((mine - got).abs().sum())
+            if distance <= far / 2 or distance > 2 * far:
+                leaning[mid] = leaning.get(mid, 0.0) + (points if distance <= far / 2 else -points)
+    return leaning
+
+
+def _failing_answers(runs: Sequence[CheckRun]) -> list[tuple[CheckRun, int, float]]:
+    """Each failing case of a differential check that answered, and its points: those no misreading explains
+    alone first."""
+    found = []
+    for run in runs:
+        if run.tally is None or run.check.kind != "differential":
+            continue
+        for index, (case, points) in enumerate(zip(run.tally.outcomes, case_points(run), strict=True)):
+            if not case.passed and case.answer is not None:
+                found.append((bool(case.explained_by or case.fails_like), run, index, points))
+    found.sort(key=lambda entry: entry[0])  # stable: in check and case order within each kind
+    return [(run, index, points) for _, run, index, points in found]
+
+
+def _numbers(observation: dict[str, Any] | None) -> torch.Tensor | None:
+    """An answer's tensors and numbers as one float64 vector, non-finite values set to 0; None for a call that raised
+    or an answer of another kind."""
+    if observation is None or "output" not in observation or "raised" in observation:
+        return None
+    parts = []
+    for _, item in flatten_output(observation["output"], ""):
+        value = as_tensor(item)
+        if value is None or value.dtype == torch.bool or value.is_complex():
+            return None
+        parts.append(torch.nan_to_num(value.detach().to(torch.float64).reshape(-1), nan=0.0, posinf=0.0, neginf=0.0))
+    return torch.cat(parts) if parts else None
 
 
 def _match(
@@ -248,13 +328,15 @@ def _match(
     return Match(ids, frozenset(answers), frozenset(failures), fitted)
 
 
-def _greedy(matches: list[Match], open_cases: list[Open], left: set[int]) -> list[Match]:
-    """The matches that explain most points among the cases left, each taken while it adds some; `left` loses what
-    they explain."""
+def _greedy(
+    matches: list[Match], open_cases: list[Open], left: set[int], likely: Callable[[Match], tuple[float, float]]
+) -> list[Match]:
+    """The matches that explain most points among the cases left (`likely` choosing among equals), each taken while
+    it adds some; `left` loses what they explain."""
     chosen = []
     pool = list(matches)
     while pool and left:
-        best = max(pool, key=lambda m: _points(m, open_cases, left))
+        best = max(pool, key=lambda m: (round(_points(m, open_cases, left), 9), *likely(m)))
         gained = best.explained & left
         if not gained:
             break

@@ -255,7 +255,7 @@ def tolerance_for(dtype: torch.dtype, tolerances: Mapping[str, Tolerance], lower
     return tolerances.get(name) or tolerances.get("float64") or Tolerance(rtol=0.0, atol=0.0)
 
 
-def _flatten(desc: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
+def flatten_output(desc: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
     if desc.get("kind") == "sequence":
         return [(f"{name}[{i}]", item) for i, item in enumerate(desc["items"])]
     return [(name, desc)]
@@ -509,15 +509,15 @@ def _compare_outputs(
     evidence: bool = True,
     lower: dict[str, Any] | None = None,
 ) -> Mismatch | None:
-    lowers = _flatten(lower["output"], function) if lower is not None and "output" in lower else []
+    lowers = flatten_output(lower["output"], function) if lower is not None and "output" in lower else []
     for index, ((name, g), (_, w)) in enumerate(
-        zip(_flatten(got["output"], function), _flatten(want["output"], function), strict=False)
+        zip(flatten_output(got["output"], function), flatten_output(want["output"], function), strict=False)
     ):
         low = lowers[index][1] if index < len(lowers) else None
         mismatch = compare_output(name, g, w, aspects, tolerances, context, evidence, low)
         if mismatch:
             return mismatch
-    if len(_flatten(got["output"], function)) != len(_flatten(want["output"], function)):
+    if len(flatten_output(got["output"], function)) != len(flatten_output(want["output"], function)):
         return Mismatch.of(
             f"{function}: expected {describe_kind(want['output'])}, got {describe_kind(got['output'])}",
             f"{function}: the result holds a different number of items than expected",
@@ -605,11 +605,11 @@ def differs_only_in_form(
     0-dim tensor), gradients as expected and inputs left alone. Such a failure is a form's, not a value's."""
     if "raised" in got or "raised" in want or "backward_error" in got or "backward_error" in want:
         return False
-    mine, theirs = _flatten(got["output"], ""), _flatten(want["output"], "")
+    mine, theirs = flatten_output(got["output"], ""), flatten_output(want["output"], "")
     if len(mine) != len(theirs):
         return False
     for (_, g), (_, w) in zip(mine, theirs, strict=True):
-        gv, wv = _as_tensor(g), _as_tensor(w)
+        gv, wv = as_tensor(g), as_tensor(w)
         if gv is None or wv is None:
             if g.get("kind") != w.get("kind") or g.get("value") != w.get("value"):
                 return False
@@ -635,7 +635,7 @@ _RTOL = {
 }
 
 
-def _as_tensor(desc: dict[str, Any]) -> torch.Tensor | None:
+def as_tensor(desc: dict[str, Any]) -> torch.Tensor | None:
     value = desc.get("value")
     if desc.get("kind") == "tensor" and isinstance(value, torch.Tensor):
         return value
@@ -651,7 +651,7 @@ def answer_key(obs: dict[str, Any]) -> tuple[object, ...] | None:
     the call raised: it answered nothing."""
     if "raised" in obs or "output" not in obs:
         return None
-    return tuple(_item_key(item) for _, item in _flatten(obs["output"], ""))
+    return tuple(_item_key(item) for _, item in flatten_output(obs["output"], ""))
 
 
 def _item_key(item: dict[str, Any]) -> object:

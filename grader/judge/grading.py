@@ -170,8 +170,7 @@ def _judge(
     diagnosing = time.monotonic()
     failing = _failing_cases(runs.values())
     against = Contradictions(context, list(runs.values()))
-    contradicted = against.counted(candidates(failing))
-    combined = find_combined(context, list(runs.values()), problem.misconceptions, contradicted)
+    combined = find_combined(context, list(runs.values()), problem.misconceptions, against.counted)
     while True:
         # a combination explains its cases only when diagnosis names every member: a case charged to one member
         # and carried forward through another would be credited for a departure no one is charged with
