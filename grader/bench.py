@@ -92,6 +92,7 @@ class Samples:
     single_phases: list[dict[str, float]] = field(default_factory=list)
     batch_per_file: Run = Run(0.0, 0.0)
     mixed_per_file: Run = Run(0.0, 0.0)
+    mixed_diagnosis: tuple[float, float] = (0.0, 0.0)  # seconds the mixed class's diagnoses took, of its grading
     misread: dict[str, list[Run]] = field(default_factory=dict)  # a misreading's file, with follow-through or not
     misread_phases: list[dict[str, float]] = field(default_factory=list)
     saves: dict[str, list[Run]] = field(default_factory=dict)  # per kind of edit
@@ -254,6 +255,13 @@ def grade_all(python: str, problem: str, folder: Path, out: Path) -> list[str]:
     ]
 
 
+def diagnosis_time(out: Path) -> tuple[float, float]:
+    """The seconds the diagnoses of the reports under `out` took, and the seconds their grades took in all."""
+    reports = [json.loads(path.read_text()) for path in sorted(out.rglob("report.json"))]
+    diagnosing = sum(float(report.get("phases", {}).get("diagnosis", 0.0)) for report in reports)
+    return diagnosing, sum(float(report.get("duration_s", 0.0)) for report in reports)
+
+
 def measure_mixed(python: str, args: argparse.Namespace, work: Path, samples: Samples) -> None:
     """`grade-all` of a mixed class, per file, with a floor run on each side."""
     if args.mixed <= 0:
@@ -263,6 +271,7 @@ def measure_mixed(python: str, args: argparse.Namespace, work: Path, samples: Sa
     samples.floor.append(floor_run(python))
     run = timed(grade_all(python, args.problem, folder, work / "mixed_out"))
     samples.mixed_per_file = Run(run.wall / args.mixed, run.cpu / args.mixed)
+    samples.mixed_diagnosis = diagnosis_time(work / "mixed_out")
     samples.floor.append(floor_run(python))
 
 
@@ -333,6 +342,11 @@ def show(args: argparse.Namespace, samples: Samples) -> None:
     row(f"grade-all {args.batch} submissions, per submission", samples.batch_per_file, "<= 0.35 (0.25)")
     if args.mixed > 0:
         row(f"grade-all a mixed class of {args.mixed}, per submission", samples.mixed_per_file, "<= 0.35")
+        diagnosing, graded = samples.mixed_diagnosis
+        share = f"{diagnosing / graded:.1%}" if graded > 0 else "-"
+        table.add_row(
+            f"  mixed class: diagnosis, {share} of its grading time", f"{diagnosing:.3f}", "", "", "", "<= 10%"
+        )
     for how, runs in samples.misread.items():
         row(f"grade a misreading's file, cold, {how} (median of {len(runs)})", _median(runs), "")
     phases([{k: v for k, v in p.items() if k == "diagnosis"} for p in samples.misread_phases], "misreading")
