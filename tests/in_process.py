@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -33,6 +35,18 @@ LEVEL = "in-process"  # what a report graded here says of its isolation: none
 def _framed(message: Mapping[str, Any]) -> dict[str, Any]:
     """`message` as the judge reads it from a worker: encoded into a frame, decoded and its tensors checked."""
     return accept_frame(protocol.encode(message)[protocol.HEADER.size :])
+
+
+def _to_stderr(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning printed where the worker prints it: on the (redirected) stderr, whatever `file` says."""
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 class _NoBox:
@@ -76,10 +90,13 @@ class InProcessSupervisor:
 
     @contextlib.contextmanager
     def _printing(self) -> Iterator[None]:
-        """What the learner's code prints is kept, as the worker's pipes keep it."""
+        """What the learner's code prints is kept, as the worker's pipes keep it, and its warnings are printed, as
+        the worker's default filters print them, never raised by this test run's filters."""
         out, err = io.StringIO(), io.StringIO()
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+                warnings.resetwarnings()
+                warnings.showwarning = _to_stderr
                 yield
         finally:
             self.stdout.append(out.getvalue())

@@ -208,8 +208,9 @@ def _candidates(
 ) -> list[str]:
     """The misreadings worth combining: those that explain most points alone (and fewer passing cases contradict
     than failing ones it explains), the generic ones that show only through others, those with a parameter to fit
-    (while `fitting`), then those that move most unexplained points the learner's way (`leaning`, unless a passing
-    case contradicts them) or own the checks holding most of them; declaration order breaks ties."""
+    (while `fitting`), then those that bear on most points: the failing points they move the learner's way
+    (`leaning`, unless a passing case contradicts them; less those they move away) and the unexplained points of
+    the checks they own; declaration order breaks ties."""
     order = {m.id: i for i, m in enumerate(misconceptions)}
     explainers = sorted(
         (mid for mid, (_, count) in alone.items() if mid in order and contradicted.get(mid, 0) < count),
@@ -238,8 +239,8 @@ def _candidates(
             if m.id not in explainers + generic and (set(m.owners) & set(unexplained) or leaning.get(m.id, 0.0) > 0)
         ),
         key=lambda m: (
-            -(0.0 if contradicted.get(m.id, 0) else leaning.get(m.id, 0.0)),
-            -sum(unexplained.get(owner, 0.0) for owner in m.owners),
+            -(0.0 if contradicted.get(m.id, 0) else leaning.get(m.id, 0.0))
+            - sum(unexplained.get(owner, 0.0) for owner in m.owners),
             order[m.id],
         ),
     )
