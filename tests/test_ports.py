@@ -94,8 +94,6 @@ DIAGNOSED = ("grpo_advantages", "routed_gates", "behavior_weights", "score_cente
 # together with two others, answers as the port does there. Validation clauses are left out throughout: a port that
 # validates nothing skips every clause at once, and a declared misreading skips one.
 UNNAMED = {
-    # its batch-wide sigma also explains the constant groups' cases, so no constant-group misreading adds any
-    "grpo_advantages:trl_batch_std": {"constant_groups"},
     # no misreading clamps the bounds as NeMo-RL does, and its NaN padding is not the multiplied-away one
     "behavior_weights:nemo_rl": {
         "defaults_each_bound",

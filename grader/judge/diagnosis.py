@@ -31,9 +31,10 @@ from grader.model.misconceptions import Misconception
 # few cases by accident (a zero where that misreading also gives zero), and must earn nothing by it.
 MIN_SHARE = 0.25
 # A misreading explaining a smaller share is named still when it explains this share of the failing cases of the
-# checks that own it: a port that departs in four places loses most cases to one departure, and the others are
-# real departures all the same, each seen where its own clause is tested. Named so, it is charged in its owners
-# but carries nothing forward (it is *held back*): too few failures are its own to say what else it caused.
+# checks that own it (those no other misreading explains without it): a port that departs in four places loses most
+# cases to one departure, and the others are real departures all the same, each seen where its own clause is tested.
+# Named so, it is charged in its owners but carries nothing forward (it is *held back*): too few failures are its
+# own to say what else it caused.
 OWNER_SHARE = 0.5
 
 
@@ -78,7 +79,14 @@ def diagnose(
         checks = tuple(dict.fromkeys(case.check for case in touched))
         owners_charged = tuple(check for check in checks if check in misconception.owners)
         explained, against = len(touched), contradicted.get(misconception.id, 0)
-        in_owners = [case for case in failing if case.check in misconception.owners]
+        # an owner case that another misreading explains without it (a wrong ratio in a padded batch with finite
+        # padding) is no evidence against it
+        in_owners = [
+            case
+            for case in failing
+            if case.check in misconception.owners
+            and (misconception.id in case.misconceptions or not case.misconceptions)
+        ]
         owned = sum(case.check in misconception.owners for case in touched)
         carries = explained >= MIN_SHARE * len(failing)
         if owners_charged and (carries or owned >= OWNER_SHARE * len(in_owners)) and explained > against:
