@@ -134,8 +134,11 @@ def find_combined(
         fixed.update(dict(pair for m in found for pair in m.fitted))
         rest = [open_cases[p] for p in sorted(left)]
         candidates = _candidates(rest, alone, misconceptions, contradicted, leaning, False)
-    pairs: list[tuple[str, ...]] = [ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone)]
-    pairs = pairs[: MAX_VARIANTS - len(singles)]  # each pair holds one misreading that explains something alone
+    # each pair holds one misreading that explains something alone, unless none does
+    pairs: list[tuple[str, ...]] = [
+        ids for ids in itertools.combinations(candidates, 2) if set(ids) & set(alone) or not alone
+    ]
+    pairs = pairs[: MAX_VARIANTS - len(singles)]
     found += _greedy([match(ids) for ids in pairs], open_cases, left, likely)
     budget = MAX_VARIANTS - len(singles) - len(pairs)
     for pair in list(found) if MAX_SIZE >= 3 else []:
