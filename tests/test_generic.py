@@ -62,6 +62,19 @@ def test_output_dtype_changed_retypes_bool_and_integer_results_only() -> None:
     assert (mask.dtype, index.dtype, values.dtype) == (torch.uint8, torch.int32, torch.float32)
 
 
+def test_mask_dtype_promoted_widens_floating_results_under_a_wider_floating_mask_only() -> None:
+    def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (x * mask.to(x.dtype)).sum(), mask != 0
+
+    promote = CATALOGUE["mask_dtype_promoted"].transform(masked_sum)
+    x = torch.randn(3, 4)
+    total, chosen = promote(x=x, mask=torch.ones(3, 4, dtype=torch.float64))
+    assert (total.dtype, chosen.dtype) == (torch.float64, torch.bool)
+    assert float(total) == float(x.sum())
+    for mask in (torch.ones(3, 4, dtype=torch.bool), torch.ones(3, 4, dtype=torch.int64), torch.ones(3, 4)):
+        assert promote(x=x, mask=mask)[0].dtype == torch.float32
+
+
 def test_validation_skipped_returns_where_the_function_refuses() -> None:
     assert _call("validation_skipped", x=torch.ones(3), mask=torch.ones(3)) is None
     assert _call("validation_skipped", x=torch.ones(1, 2), mask=torch.ones(1, 2))[1] == 1.0

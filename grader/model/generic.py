@@ -26,6 +26,7 @@ GenericName = Literal[
     "input_mutated",
     "output_dtype_changed",
     "padding_multiplied_by_mask",
+    "mask_dtype_promoted",
     "empty_selection_zero_over_zero",
     "validation_skipped",
 ]
@@ -166,6 +167,22 @@ def multiplied_by_mask(function: Function) -> Function:
     return wrapped
 
 
+def promoted_by_mask(function: Function) -> Function:
+    """A floating mask's dtype carried into the results, as `x * mask` carries it: a float32 input under a float64
+    mask gives float64 results (computed in float32 and widened); bool and integer masks change nothing."""
+
+    @functools.wraps(function)
+    def wrapped(**kwargs: Any) -> Any:
+        result = function(**kwargs)
+        masks = [v for k, v in kwargs.items() if type(v) is torch.Tensor and "mask" in k and v.is_floating_point()]
+        if not masks:
+            return result
+        wide = masks[0].dtype
+        return _map_tensors(result, lambda t: t.to(torch.promote_types(t.dtype, wide)) if t.is_floating_point() else t)
+
+    return wrapped
+
+
 def unguarded_mean(function: Function) -> Function:
     """A mean over an empty selection left as 0 / 0: where the mask selects nothing, each 0-dim floating result is
     NaN, and so is its gradient."""
@@ -230,6 +247,12 @@ CATALOGUE: dict[GenericName, Generic] = {
             "Padding must be selected away with torch.where, not multiplied by the mask: 0 * NaN and 0 * inf are "
             "NaN, so NaN or infinite padding spoils every result it is summed into.",
             multiplied_by_mask,
+        ),
+        Generic(
+            "mask_dtype_promoted",
+            "A mask of another floating dtype must not change the result's dtype, which follows the inputs'. "
+            "Multiplying by a float64 mask promotes float32 values to float64; convert the mask to bool first.",
+            promoted_by_mask,
         ),
         Generic(
             "empty_selection_zero_over_zero",
