@@ -62,6 +62,18 @@ def test_output_dtype_changed_retypes_bool_and_integer_results_only() -> None:
     assert (mask.dtype, index.dtype, values.dtype) == (torch.uint8, torch.int32, torch.float32)
 
 
+def test_float32_arithmetic_hands_results_back_in_the_first_floating_inputs_dtype() -> None:
+    def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return (x * mask).sum()
+
+    lowered = CATALOGUE["float32_arithmetic"].transform(masked_sum)
+    x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    wide = lowered(x=x, mask=torch.ones(3, dtype=torch.float64))
+    assert wide.dtype == torch.float64 and float(wide) != float(x.sum()) and abs(float(wide) - 0.6) < 1e-6
+    # a float64 mask beside float32 values: computed in float32 and handed back as float32, as a `.float()` port does
+    assert lowered(x=x.float(), mask=torch.ones(3, dtype=torch.float64)).dtype == torch.float32
+
+
 def test_mask_dtype_promoted_widens_floating_results_under_a_wider_floating_mask_only() -> None:
     def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return (x * mask.to(x.dtype)).sum(), mask != 0

@@ -71,19 +71,23 @@ def _masked(kwargs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 def in_float32(function: Function) -> Function:
-    """Float64 tensor inputs computed in float32, and float32 results handed back in float64: the `.float()` at
-    the top and the `.to(x.dtype)` at the bottom of a port written for float32 training."""
+    """Float64 tensor inputs computed in float32, and float32 results handed back in the first floating input's
+    dtype: the `.float()` at the top and the `.to(x.dtype)` at the bottom of a port written for float32 training (a
+    float64 mask beside float32 values gives float32 results, as such a port's do)."""
 
     @functools.wraps(function)
     def wrapped(**kwargs: Any) -> Any:
-        widened = any(type(v) is torch.Tensor and v.dtype == torch.float64 for v in kwargs.values())
-        if not widened:
+        if not any(type(v) is torch.Tensor and v.dtype == torch.float64 for v in kwargs.values()):
             return function(**kwargs)
         lowered = {
             name: value.to(torch.float32) if type(value) is torch.Tensor and value.dtype == torch.float64 else value
             for name, value in kwargs.items()
         }
-        return _map_tensors(function(**lowered), lambda t: t.to(torch.float64) if t.dtype == torch.float32 else t)
+        result = function(**lowered)
+        first = next((v for v in kwargs.values() if type(v) is torch.Tensor and v.is_floating_point()), None)
+        if first is None or first.dtype != torch.float64:
+            return result
+        return _map_tensors(result, lambda t: t.to(torch.float64) if t.dtype == torch.float32 else t)
 
     return wrapped
 
