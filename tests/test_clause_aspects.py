@@ -298,3 +298,40 @@ def test_no_series_marked_outside_tolerance_belongs_to_a_passed_check(problem_id
             result = check_experiment(_Toy(mine, want, wrong), check).result(check, 0.0, credit)  # type: ignore[arg-type]
             assert not (marked and result.verdict == Verdict.PASS), f"{mid}: {check.id} passed with marked points"
     assert marked_somewhere, "some misreading changes some toy"
+
+
+class _TwoFunctions(_Misread):
+    """Two functions; the known misreading answers both five times x, the learner only `f`."""
+
+    def functions(self) -> list[FunctionSpec]:
+        return [FunctionSpec(name=name, params=["x"], signature=f"{name}(x)") for name in ("f", "g")]
+
+    def misconception_observations(self, check: Any, index: int) -> dict[str, dict[str, Any]]:
+        call = self.calls[index]
+        return {"m": {**_tensor(call.kwargs["x"] * 5), "inputs_after": dict(call.kwargs)}}
+
+
+def test_a_passing_call_of_another_function_does_not_contradict_a_misreading() -> None:
+    """A port that computes one function in float32 and the other in float64 holds the misreading in the first:
+    passing the second's cases, which the misreading's own solution fails, is no evidence against it there."""
+    xs = [torch.randn(3, dtype=torch.float64) for _ in range(4)]
+    calls = [Call(name, {"x": x}, f"{name} {i}") for i, (name, x) in enumerate(zip("ffgg", xs, strict=True))]
+    want = [_tensor(x * 2) for x in xs]
+    check = _check(["type", "shape", "dtype", "values"])
+
+    def graded(answer: Any) -> CheckRun:
+        ctx = _TwoFunctions(calls, want, answer)
+        return CheckRun(check, 0.0, check_differential(ctx, check))  # type: ignore[arg-type]
+
+    def like_m_in_f(call: Call) -> dict[str, Any]:
+        return _tensor(call.kwargs["x"] * (5 if call.function == "f" else 2))
+
+    run = graded(like_m_in_f)
+    assert [c.explained_by for c in run.tally.outcomes] == [("m",), ("m",), (), ()]  # type: ignore[union-attr]
+    assert Contradictions(_TwoFunctions(calls, want, like_m_in_f), [run]).counted({"m"}) == {"m": 0}  # type: ignore[arg-type]
+
+    def wrong_in_f(call: Call) -> dict[str, Any]:  # fails f otherwise than m: m explains no call, both g count
+        return _tensor(call.kwargs["x"] * (7 if call.function == "f" else 2))
+
+    run = graded(wrong_in_f)
+    assert Contradictions(_TwoFunctions(calls, want, wrong_in_f), [run]).counted({"m"}) == {"m": 2}  # type: ignore[arg-type]

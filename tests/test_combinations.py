@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from grader.judge.cases import Call
 from grader.judge.checks import CaseOutcome, CheckRun, Tally
-from grader.judge.combinations import MAX_VARIANTS, case_points, find_combined, record
+from grader.judge.combinations import CANDIDATES, MAX_VARIANTS, case_points, find_combined, record
 from grader.judge.compare import Mismatch, Outcome
 from grader.judge.diagnosis import Credit, Explained, diagnose, follow_through
 from grader.judge.expectations import Expectations
@@ -153,11 +153,11 @@ def test_failures_no_misreading_explains_alone_are_explained_by_their_pair() -> 
 
 class LeaningContext(FakeContext):
     """Cases answer 10 * index + 1 where the reference answers index: only `explains` and `near` held together
-    do. `near` alone answers 10 * index, near the learner's; `explains` alone explains case 0; six misreadings
-    declared before `near` own the same check and answer what the reference does."""
+    do. `near` alone answers 10 * index, near the learner's; `explains` alone explains case 0; as many misreadings
+    as the search takes candidates, declared before `near`, own the same check and answer what the reference does."""
 
     def misconception_observations(self, check: CheckSpec, index: int) -> dict[str, dict[str, Any]]:
-        found = {f"owner{k}": _tensor(float(index)) for k in range(6)}
+        found = {f"owner{k}": _tensor(float(index)) for k in range(CANDIDATES)}
         return {**found, "near": _tensor(10.0 * index), "explains": _tensor(-1.0)}
 
     def combination_observation(
@@ -169,12 +169,12 @@ class LeaningContext(FakeContext):
 
 def test_a_misreading_that_moves_answers_the_learners_way_is_combined_first() -> None:
     # a library port departs twice: one departure explains some cases alone, the other none (its partner's moves
-    # every answer off), and six misreadings own as many unexplained points; CANDIDATES would leave `near` out
+    # every answer off), and CANDIDATES misreadings own as many unexplained points; the cap would leave `near` out
     def owner(mid: str) -> Misconception:
         return Misconception(id=mid, solution=f"{mid}.py", owners=["oracle"], explanation="Do as the statement says.")
 
     explains, near = owner("explains"), owner("near")
-    misreadings = [explains, *(owner(f"owner{k}") for k in range(6)), near]
+    misreadings = [explains, *(owner(f"owner{k}") for k in range(CANDIDATES)), near]
     run = CheckRun(_check("oracle"), 0.0, Tally([_failing(0, ("explains",)), *(_leaning(i) for i in range(1, 5))]))
     asked: list[set[str]] = []
 

@@ -28,8 +28,8 @@ from grader.model.spec import CheckSpec, Tolerance
 
 LEANING_CASES = 96  # failing cases read to tell which misreadings move answers the learner's way
 EXPLAINERS = 3  # misreadings that explain most points alone, each combined with the others
-CANDIDATES = 6  # with owners of the checks whose failures stay unexplained, at most this many in all
-MAX_VARIANTS = 12  # combinations run in one grade, pairs first
+CANDIDATES = 8  # with owners of the checks whose failures stay unexplained, at most this many in all
+MAX_VARIANTS = 20  # combinations run in one grade, pairs first
 MAX_SIZE = 3  # a port departs on two to four conventions: pairs, then triples that extend a chosen pair
 
 

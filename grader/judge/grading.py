@@ -237,20 +237,49 @@ def _prefetch_series(context: CheckContext, problem: GradedProblem) -> dict[str,
 
 class Contradictions:
     """For each suspected misreading, the learner's passing cases where its own solution fails: evidence that the
-    learner does not hold it. Counted once per misreading and check, so that the visible checks' counts and those
-    of a misreading suspected later cost nothing more; nothing is computed when nothing failed."""
+    learner does not hold it. Counted once per misreading, check and function, so that the visible checks' counts
+    and those of a misreading suspected later cost nothing more; nothing is computed when nothing failed.
+
+    Only the functions where a misreading explains a failing case count against it: a learner who computes one
+    function in float32 and another in float64 holds the misreading in the first, and passing the second's cases
+    says nothing about it. A misreading that explains no failing call of a function (a toy's series, or nothing yet)
+    is counted over every function."""
 
     def __init__(self, context: CheckContext, runs: list[CheckRun]) -> None:
         self.context, self.runs = context, runs
-        self._by_check: dict[str, dict[str, int]] = {}  # misreading -> check -> passing cases it fails
+        # misreading -> (check, function) -> passing cases it fails
+        self._by_check: dict[str, dict[tuple[str, str], int]] = {}
 
     def counted(self, suspects: set[str], checks: set[str] | None = None) -> dict[str, int]:
-        """Each suspect's count over every check, or over `checks`."""
+        """Each suspect's count over every check, or over `checks`, in the functions where it explains a failure."""
         self._count(suspects - set(self._by_check))
+        where = self._functions_explained()
         return {
-            mid: sum(n for check, n in self._by_check[mid].items() if checks is None or check in checks)
+            mid: sum(
+                n
+                for (check, function), n in self._by_check[mid].items()
+                if (checks is None or check in checks) and (mid not in where or function in where[mid])
+            )
             for mid in suspects
         }
+
+    def _functions_explained(self) -> dict[str, set[str]]:
+        """The functions whose failing calls each misreading explains, for those that explain only calls."""
+        functions: dict[str, set[str]] = {}
+        elsewhere: set[str] = set()
+        for run in self.runs:
+            if run.tally is None:
+                continue
+            calls = self.context.cases(run.check) if run.check.kind == "differential" else None
+            for index, case in enumerate(run.tally.outcomes):
+                if case.passed:
+                    continue
+                for mid in (*case.explained_by, *case.fails_like, *case.combined):
+                    if calls is None:
+                        elsewhere.add(mid)
+                    else:
+                        functions.setdefault(mid, set()).add(calls[index].function)
+        return {mid: found for mid, found in functions.items() if mid not in elsewhere}
 
     def _count(self, suspects: set[str]) -> None:
         for mid in suspects:
@@ -261,15 +290,17 @@ class Contradictions:
         for run in self.runs:
             if run.tally is None or run.check.kind != "differential":
                 continue
+            calls = self.context.cases(run.check)
             for index, case in enumerate(run.tally.outcomes):
                 if not case.passed:
                     continue
                 unknown = [mid for mid in suspects if (run.check.id, index, mid) not in fails]
                 if unknown:
                     fails.update(self._judged(run.check, index, unknown))
+                key = (run.check.id, calls[index].function)
                 for mid in suspects:
                     counts = self._by_check[mid]
-                    counts[run.check.id] = counts.get(run.check.id, 0) + fails[run.check.id, index, mid]
+                    counts[key] = counts.get(key, 0) + fails[run.check.id, index, mid]
 
     def _judged(self, check: CheckSpec, index: int, suspects: list[str]) -> dict[tuple[str, int, str], bool]:
         """Whether each misreading's own solution fails case `index` of `check`."""

@@ -1,0 +1,33 @@
+"""gspo_sequence_ratio: the toy's claims in the statement hold on every seed they are quoted for."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import all_seeds
+
+from grader.judge.cases import generator_for
+from grader.model.problem import Problem, load_module
+
+PROBLEM = "gspo_sequence_ratio"
+QUOTED_SEEDS = range(40)  # "the 40 seeds 0 to 39 and the judge's seven"
+
+
+@pytest.fixture(scope="module")
+def sweeps(problem: Problem) -> list[dict[str, torch.Tensor]]:
+    reference = load_module("paperleet_gspo_claims", problem.reference_dir / "reference.py")
+    functions = (reference.sequence_ratio, reference.gspo_loss, reference.gspo_token_ratio)
+    seeds = [*QUOTED_SEEDS, *all_seeds(problem)]
+    sweep = problem.experiment_module.noise_sweep
+    return [sweep(generator_for(seed, "experiment:noise_sweep"), *functions) for seed in seeds]
+
+
+def test_the_toys_quoted_ranges_hold_on_every_seed(sweeps: list[dict[str, torch.Tensor]]) -> None:
+    for s in sweeps:
+        late = s["noise_sigma"] >= 0.3 - 1e-9
+        assert 0.97 <= float((s["seq_log_ratio_error"] / s["seq_log_ratio_theory"]).mean()) <= 1.04
+        assert float(s["seq_clipfrac"].max()) <= 0.11
+        assert 0.32 <= float(s["token_clipfrac"][-1]) <= 0.43
+        assert bool((s["token_clipfrac"][late] >= 3 * s["seq_clipfrac"][late]).all())
+        assert 0.16 <= float(s["seq_weight_cv"][-1]) <= 0.37 and 1.01 <= float(s["token_weight_cv"][-1]) <= 1.19
+        assert bool((s["token_weight_cv"] >= 2.7 * s["seq_weight_cv"]).all())
