@@ -87,9 +87,16 @@ def test_no_port_grades_lower_than_when_it_was_written(problem_id: str) -> None:
     assert not lower, lower
 
 
-# The problems whose ports diagnosis is held to: the other two are being retuned (their known-wrong solutions' breaks
-# are re-read), and their ports are not yet diagnosed to a rule.
-DIAGNOSED = ("grpo_advantages", "routed_gates", "behavior_weights", "score_centering")
+# The problems whose ports diagnosis is held to; the other two (ppo_clip_loss, glm5_offpolicy) leave more declared
+# departures unnamed than a list here should carry (see the closing notes of the diagnosis issue).
+DIAGNOSED = (
+    "grpo_advantages",
+    "routed_gates",
+    "behavior_weights",
+    "score_centering",
+    "kl_estimators",
+    "gspo_sequence_ratio",
+)
 # Declared departures the diagnosis does not name, by port, each with why: no declared misreading, alone or held
 # together with two others, answers as the port does there. Validation clauses are left out throughout: a port that
 # validates nothing skips every clause at once, and a declared misreading skips one.
@@ -108,6 +115,18 @@ UNNAMED = {
     "behavior_weights:slime": {"defaults_each_bound", "padding_zeroed"},
     # no misreading lowers TIS's clip as verl does
     "score_centering:verl": {"tis_lower_clip"},
+    # NeMo-RL clamps log r to [-20, 20] before the mask multiplies: inf padding becomes finite and only NaN spreads,
+    # which no padding misreading does
+    "kl_estimators:nemo_rl": {"padding_ignored"},
+    # verl clamps k3 alone (log r and value), while the declared clamp clamps every estimator's value; its padding
+    # goes through the same k3 clamp as NeMo-RL's
+    "kl_estimators:verl": {"padding_ignored", "unclamped"},
+    # TRL's clipfrac, a share of responses, counts an empty response in its denominator, which the per-response
+    # misreading does not; its float64-mask calls fail for that clipfrac or the broadcast token ratio at once
+    "gspo_sequence_ratio:trl": {"empty_responses", "mask_dtypes"},
+    # verl's empty batch is 0 / 0 in a mean over non-empty responses, its token ratio's log clamped at 10, and its
+    # padding and mask dtype fail in calls that its broadcast token ratio fails too: no combination found answers so
+    "gspo_sequence_ratio:verl": {"empty_mask", "log_space", "mask_dtypes", "padding_ignored"},
 }
 SEVERAL = [
     (problem_id, path)
