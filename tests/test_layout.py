@@ -131,7 +131,7 @@ def test_every_module_is_on_the_architecture_map() -> None:
 # Exercises written with the authoring kit, and the lines each may take (problems/<id>/ and reference/<id>/, its
 # convention ports left out: they reproduce libraries, not the exercise), under the 1,250 an exercise may take at
 # most; each budget grows only with misreadings declared (about ten lines apiece) and tests of the toy's claims
-LINE_BUDGETS = {"kl_estimators": 1100, "gspo_sequence_ratio": 1100}
+LINE_BUDGETS = {"kl_estimators": 1100, "gspo_sequence_ratio": 1125}
 
 
 def _exercise_lines(problem_id: str) -> int:

@@ -121,9 +121,8 @@ UNNAMED = {
     # verl clamps k3 alone (log r and value), while the declared clamp clamps every estimator's value; its padding
     # goes through the same k3 clamp as NeMo-RL's
     "kl_estimators:verl": {"padding_ignored", "unclamped"},
-    # TRL's clipfrac, a share of responses, counts an empty response in its denominator, which the per-response
-    # misreading does not; its float64-mask calls fail for that clipfrac or the broadcast token ratio at once
-    "gspo_sequence_ratio:trl": {"empty_responses", "mask_dtypes"},
+    # its float64-mask calls fail for its clipfrac or its broadcast token ratio at once, a pair the search misses
+    "gspo_sequence_ratio:trl": {"mask_dtypes"},
     # verl's empty batch is 0 / 0 in a mean over non-empty responses, its token ratio's log clamped at 10, and its
     # padding and mask dtype fail in calls that its broadcast token ratio fails too: no combination found answers so
     "gspo_sequence_ratio:verl": {"empty_mask", "log_space", "mask_dtypes", "padding_ignored"},
