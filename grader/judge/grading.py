@@ -247,17 +247,16 @@ class Contradictions:
 
     def __init__(self, context: CheckContext, runs: list[CheckRun]) -> None:
         self.context, self.runs = context, runs
-        # misreading -> (check, function) -> passing cases it fails
-        self._by_check: dict[str, dict[tuple[str, str], int]] = {}
+        self._by_place: dict[str, dict[tuple[str, str], int]] = {}  # misreading -> (check, function) -> count
 
     def counted(self, suspects: set[str], checks: set[str] | None = None) -> dict[str, int]:
         """Each suspect's count over every check, or over `checks`, in the functions where it explains a failure."""
-        self._count(suspects - set(self._by_check))
+        self._count(suspects - set(self._by_place))
         where = self._functions_explained()
         return {
             mid: sum(
                 n
-                for (check, function), n in self._by_check[mid].items()
+                for (check, function), n in self._by_place[mid].items()
                 if (checks is None or check in checks) and (mid not in where or function in where[mid])
             )
             for mid in suspects
@@ -283,7 +282,7 @@ class Contradictions:
 
     def _count(self, suspects: set[str]) -> None:
         for mid in suspects:
-            self._by_check[mid] = {}
+            self._by_place[mid] = {}
         if not suspects:
             return
         fails = _MISREADING_FAILS.setdefault(self.context.expect, {})
@@ -299,7 +298,7 @@ class Contradictions:
                     fails.update(self._judged(run.check, index, unknown))
                 key = (run.check.id, calls[index].function)
                 for mid in suspects:
-                    counts = self._by_check[mid]
+                    counts = self._by_place[mid]
                     counts[key] = counts.get(key, 0) + fails[run.check.id, index, mid]
 
     def _judged(self, check: CheckSpec, index: int, suspects: list[str]) -> dict[tuple[str, int, str], bool]:

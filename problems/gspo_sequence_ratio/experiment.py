@@ -78,7 +78,7 @@ def noise_sweep(rng: torch.Generator, sequence_ratio: Fn, gspo_loss: Fn, gspo_to
         weights = (_grad(logp, loss).abs() * rows * lengths[:, None])[mask]  # [N]
         out["seq_clipfrac"].append(float(clipfrac))
         out["seq_weight_cv"].append(_cv(weights))
-        # every token a response of its own: the sequence ratio of one token is PPO/GRPO's token ratio
+        # the picked tokens each a response of its own: the sequence ratio of one token is PPO/GRPO's token ratio
         picked = mask & (torch.arange(rows) % TOKEN_STRIDE == 0)[:, None]  # [B, L]
         tokens = logp.detach()[picked][:, None].clone().requires_grad_(True)  # [N, 1]
         token_signs = signs[:, None].expand(rows, cols)[picked]  # [N]

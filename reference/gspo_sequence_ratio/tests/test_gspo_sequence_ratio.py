@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import all_seeds
 
-from grader.judge.cases import generator_for
-from grader.model.problem import Problem, load_module
+from grader.judge.expectations import reference_series
+from grader.model.problem import Problem
 
 PROBLEM = "gspo_sequence_ratio"
 QUOTED_SEEDS = range(40)  # "the 40 seeds 0 to 39 and the judge's seven"
@@ -15,11 +15,8 @@ QUOTED_SEEDS = range(40)  # "the 40 seeds 0 to 39 and the judge's seven"
 
 @pytest.fixture(scope="module")
 def sweeps(problem: Problem) -> list[dict[str, torch.Tensor]]:
-    reference = load_module("paperleet_gspo_claims", problem.reference_dir / "reference.py")
-    functions = (reference.sequence_ratio, reference.gspo_loss, reference.gspo_token_ratio)
-    seeds = [*QUOTED_SEEDS, *all_seeds(problem)]
-    sweep = problem.experiment_module.noise_sweep
-    return [sweep(generator_for(seed, "experiment:noise_sweep"), *functions) for seed in seeds]
+    """The reference's series as the judge runs its toy, at every quoted seed."""
+    return [reference_series(problem, seed)[0] for seed in [*QUOTED_SEEDS, *all_seeds(problem)]]
 
 
 def test_the_toys_quoted_ranges_hold_on_every_seed(sweeps: list[dict[str, torch.Tensor]]) -> None:
