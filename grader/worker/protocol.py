@@ -49,9 +49,10 @@ DTYPES = {str(v).removeprefix("torch."): v for v in vars(torch).values() if isin
 FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
-# exactly these types cross as themselves: no subclass (an int subclass may carry its own `bit_length`), no float
-# that is not finite, no int too long for `MAX_INT_BITS`
-_PLAIN = frozenset({bool, str})
+# what a frame holds as itself, read and written without a visit: an int or float is checked first (its size, its
+# finiteness), a list, dict or tagged object is visited
+_AS_IS = frozenset({type(None), bool, str})
+_VISITED = frozenset({list, dict})
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
@@ -62,16 +63,14 @@ def encode(message: Mapping[str, Any]) -> bytes:
 
 
 def _pack(value: Any, blobs: list[bytes]) -> Any:
-    if value is None or type(value) in _PLAIN:
-        return value
-    if isinstance(value, (bool, str)):
+    if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
         return value if value.bit_length() <= MAX_INT_BITS else {"F": "inf" if value > 0 else "-inf"}
     if isinstance(value, float):
         return value if math.isfinite(value) else {"F": repr(float(value))}
     if isinstance(value, list):
-        return [v if v is None or type(v) in _PLAIN else _pack(v, blobs) for v in value]
+        return [v if type(v) in _AS_IS else _pack(v, blobs) for v in value]
     if isinstance(value, tuple):
         return {"T": [_pack(v, blobs) for v in value]}
     if isinstance(value, dict):
@@ -242,7 +241,7 @@ class _Blobs:
 
 def _unpack(value: Any, blobs: _Blobs) -> Any:
     if isinstance(value, list):  # JSON gives plain lists and dicts; a scalar element is itself, unvisited
-        return [_unpack(v, blobs) if type(v) is list or type(v) is dict else v for v in value]
+        return [_unpack(v, blobs) if type(v) in _VISITED else v for v in value]
     if not isinstance(value, dict):
         return value
     if len(value) != 1:
@@ -250,8 +249,7 @@ def _unpack(value: Any, blobs: _Blobs) -> Any:
     ((tag, body),) = value.items()
     if tag == "D":
         return {
-            k if type(k) is str else _unpack(k, blobs): _unpack(v, blobs) if type(v) is list or type(v) is dict else v
-            for k, v in body
+            k if type(k) is str else _unpack(k, blobs): _unpack(v, blobs) if type(v) in _VISITED else v for k, v in body
         }
     if tag == "T":
         return tuple(_unpack(v, blobs) for v in body)
