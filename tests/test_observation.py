@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grader.judge.accept import ALLOWED_DTYPES, MAX_DEPTH, MAX_ITEMS, Malformed, accept_hello, accept_observation
-from grader.judge.compare import MAX_ELEMENTS, compare_grads, compare_inputs, judge_case
+from grader.judge.compare import MAX_ELEMENTS, compare_grads, compare_inputs, judge_case, same_as
 from grader.model.spec import Aspect, Tolerance
 from grader.model.verdicts import Verdict
 from grader.worker.protocol import observe_call
@@ -252,9 +252,31 @@ def test_changed_strides_are_detected() -> None:
     assert mismatch is not None and "strides" in mismatch.message
 
 
-def test_missing_input_is_detected() -> None:
-    mismatch = compare_inputs({"logp": X}, {"inputs_after": {}})
-    assert mismatch is not None and "not handed back" in mismatch.message
+def test_an_input_not_handed_back_is_one_the_call_left_unchanged() -> None:
+    """The worker hands back only the inputs a call changed (`protocol.changed_inputs`)."""
+    assert compare_inputs({"logp": X, "mask": X > 0}, {"inputs_after": {}}) is None
+    after = X.clone()
+    after[0, 0] += 1.0
+    assert compare_inputs({"logp": X, "mask": X > 0}, {"inputs_after": {"logp": after}}) is not None
+
+
+def test_a_misreading_is_matched_on_the_inputs_it_changed_whichever_side_hands_them_back() -> None:
+    sent = {"logp": X}
+    edited = X.clone()
+    edited[1, 1] = 0.0
+    answer = {"output": tensor_output(X)["output"]}
+    left = {**answer, "inputs_after": {}}
+    both: tuple[Aspect, ...] = ("inputs_unchanged",)
+    assert same_as("f", sent, left, {**answer, "inputs_after": {"logp": X.clone()}}, both, TOLERANCES)
+    assert not same_as("f", sent, left, {**answer, "inputs_after": {"logp": edited}}, both, TOLERANCES)
+    assert same_as(
+        "f",
+        sent,
+        {**answer, "inputs_after": {"logp": edited}},
+        {**answer, "inputs_after": {"logp": edited}},
+        both,
+        TOLERANCES,
+    )
 
 
 def test_in_place_edit_through_detach_is_caught_end_to_end() -> None:

@@ -215,8 +215,21 @@ def test_observe_call_records_gradients_and_inputs() -> None:
     x = torch.tensor([1.0, -2.0])
     obs = protocol.observe_call(lambda logp: (logp * logp).sum(), {"logp": x}, ["logp"], True)
     assert torch.equal(obs["grads"]["logp"], 2 * x)
-    assert torch.equal(obs["inputs_after"]["logp"], x)
+    assert obs["inputs_after"] == {}  # an input the call left as it was is not handed back
     assert not x.requires_grad  # the caller's tensor is left alone
+
+
+def test_observe_call_hands_back_only_the_inputs_a_call_changed() -> None:
+    def edits(logp: torch.Tensor, mask: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        logp.detach()[0] = float("nan")  # through a view that shares the input's storage
+        scale.neg_()  # 0.0 becomes -0.0: the same value, other bits
+        return mask.sum()
+
+    x, m, z = torch.tensor([1.0, float("nan")]), torch.tensor([True, False]), torch.zeros(2)
+    obs = protocol.observe_call(edits, {"logp": x, "mask": m, "scale": z}, ["logp"], False)
+    assert set(obs["inputs_after"]) == {"logp", "scale"}
+    assert torch.isnan(obs["inputs_after"]["logp"]).all() and torch.signbit(obs["inputs_after"]["scale"]).all()
+    assert not torch.isnan(x[0])  # the caller's tensors are left alone
 
 
 def test_observe_call_backpropagates_a_cotangent_through_a_non_scalar_output() -> None:

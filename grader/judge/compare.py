@@ -332,6 +332,13 @@ def compare_output(
             got["has_grad_fn"] == want["has_grad_fn"] or not want["has_grad_fn"],
             "is detached from the graph (no grad_fn); return a tensor built from the inputs so backward reaches them",
         ),
+        (
+            # where NaN and inf sit, not what the finite values are: a check whose clause is about what reaches
+            # the result (padding, an empty response) leaves its values to the clause of the formula
+            "finite",
+            g.shape != w.shape or torch.equal(torch.isfinite(g), torch.isfinite(w)),
+            "holds NaN or inf where the expected result is finite, or the reverse",
+        ),
     ]
     for aspect, ok, text in checks:
         if aspect in aspects and not ok:
@@ -392,7 +399,7 @@ def compare_grads(
 
 def _grad_flow(name: str, got: torch.Tensor | None, want: torch.Tensor | None) -> Mismatch | None:
     """Which inputs a gradient reaches, whatever its values: an input the expected side gives none (or only
-    zeros) must receive none, and one it gives a nonzero gradient must receive one."""
+    zeros) must receive none, and one it gives a nonzero gradient must receive one that is not zero throughout."""
     if got is not None and want is not None and got.shape != want.shape:
         # autograd gives an input a gradient of its own shape: this one was answered for another call
         return Mismatch.of(
@@ -405,6 +412,11 @@ def _grad_flow(name: str, got: torch.Tensor | None, want: torch.Tensor | None) -
         return Mismatch.of(f"{name} received a gradient, but it must receive none (stop-gradient)")
     if not stopped and got is None:
         return Mismatch.of(f"{name} received no gradient (grad is None): the loss is not connected to {name}")
+    if not stopped and not reached:
+        return Mismatch.of(
+            f"{name} received a gradient of zeros only, where the statement's function gives it one: a term of the "
+            "gradient cancels the one that must reach it (a factor the statement holds constant carries gradient)"
+        )
     return None
 
 
@@ -420,8 +432,8 @@ def compare_inputs(sent: Mapping[str, Any], got: dict[str, Any]) -> Mismatch | N
         if type(before) is not torch.Tensor:
             continue
         now = after.get(name)
-        if now is None:
-            return Mismatch.of(f"input {name} was not handed back after the call")
+        if now is None:  # the worker hands back only the inputs a call changed
+            continue
         if now.dtype != before.dtype or now.shape != before.shape or now.stride() != before.stride():
             return Mismatch.of(
                 f"input {name} changed its dtype, shape or strides during the call; do not modify inputs"
@@ -497,7 +509,17 @@ def judge_case(
 
 
 SHOWS_INPUTS = {"shape", "dtype", "device"}
-OUTPUT_ASPECTS = {"type", "shape", "dtype", "device", "values", "values_exact", "requires_grad", "connected"}
+OUTPUT_ASPECTS = {
+    "type",
+    "shape",
+    "dtype",
+    "device",
+    "values",
+    "values_exact",
+    "finite",
+    "requires_grad",
+    "connected",
+}
 
 
 def _compare_outputs(
@@ -554,9 +576,13 @@ def same_as(
     ):
         return False
     if "inputs_unchanged" in aspects:
+        # each side hands back the inputs it changed; one it left out is as it was sent
         mine, theirs = got.get("inputs_after", {}), other.get("inputs_after", {})
-        for name, value in theirs.items():
-            if name not in mine or compare_tensors(name, mine[name], value, None, evidence=False) is not None:
+        for name in mine.keys() | theirs.keys():
+            now, then = mine.get(name, sent.get(name)), theirs.get(name, sent.get(name))
+            if not isinstance(now, torch.Tensor) or not isinstance(then, torch.Tensor):
+                return False
+            if compare_tensors(name, now, then, None, evidence=False) is not None:
                 return False
     return True
 

@@ -25,6 +25,7 @@ Aspect = Literal[
     "device",
     "values",
     "values_exact",
+    "finite",
     "requires_grad",
     "backward",
     "connected",

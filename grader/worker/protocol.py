@@ -392,7 +392,7 @@ def observe_call(
     backward: bool | torch.Tensor,
     source: str | None = None,
 ) -> dict[str, Any]:
-    """Call `function(**kwargs)` and record what came back, what backward gave, and the inputs after.
+    """Call `function(**kwargs)` and record what came back, what backward gave, and the inputs it changed.
 
     `backward`: False, True (backward from the output), or the output's cotangent (backward from output *
     cotangent). `source` names the learner's file, whose frames an exception's description then lists."""
@@ -406,7 +406,30 @@ def observe_call(
         observation["output"] = describe(output)
         if backward is not False:
             observation.update(_backward(output, inputs, requires_grad, backward))
-    observation["inputs_after"] = {
-        name: value.detach() for name, value in inputs.items() if type(value) is torch.Tensor
-    }
+    observation["inputs_after"] = changed_inputs(kwargs, inputs)
     return observation
+
+
+def changed_inputs(sent: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensor inputs that a call left different from what was sent: in dtype, size, strides or any bit. An
+    input left out came back as it was sent, so the inputs nobody modifies cost the frame nothing."""
+    return {
+        name: value.detach()
+        for name, value in inputs.items()
+        if type(value) is torch.Tensor and not _same_bits(value.detach(), sent[name])
+    }
+
+
+def _same_bits(now: torch.Tensor, before: Any) -> bool:
+    if type(before) is not torch.Tensor or (now.dtype, now.size(), now.stride()) != (
+        before.dtype,
+        before.size(),
+        before.stride(),
+    ):
+        return False
+    # bytes, not values: NaN equals itself here and -0.0 differs from 0.0; the judge decides what counts as a change
+    return torch.equal(_bytes(now), _bytes(before))
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous().view(-1).view(torch.uint8)

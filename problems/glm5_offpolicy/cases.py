@@ -505,15 +505,61 @@ def extreme_ratios(g: torch.Generator) -> list[Call]:
 
 
 def gradient_detached(g: torch.Generator) -> list[Call]:
-    """One constant input requires grad beside logp in each call: a function that cannot take a rollout_logp
-    that requires grad (it edits it in place) loses the rollout calls only, not the advantages ones."""
+    """Which inputs receive gradient, never its values. Every valid token has logp = -1, where a ratio left
+    attached adds -A r logp / N to the explicit factor's -A r / N and cancels it exactly (advantages and 1 / N are
+    powers of two): a loss whose gradient flows through the weights gives logp none at all. Each batch is grouped
+    with a still one, where no input receives gradient: the responses with valid tokens have advantage 0, and one
+    response without any has an advantage that is not, over finite padding whose ratio no interval keeps. An answer
+    whose gradient reaches logp whatever the inputs (the input echoed back, the raw ratio with neither mask nor
+    interval) fails its group; both shapes are drawn per seed, so no public observation answers a graded call. One
+    constant input requires grad beside logp in each group: a function that cannot take a rollout_logp that
+    requires grad (it edits it in place) loses the rollout groups only."""
     calls = []
     for dtype in DTYPES:
         for other in ("rollout_logp", "advantages"):
-            logp, rollout, mask, adv = random_batch(g, (5, 6), dtype)
-            label = f"{_name(dtype)} [5, 6], logp and {other} require grad"
-            calls.append(loss_call(logp, rollout, adv, mask, None, label, requires_grad=("logp", other)))
+            group = f"stop-gradient {_name(dtype)} {other}"
+            for still in (False, True):
+                logp, rollout, mask, adv = _unit_logp_batch(g, dtype, still)
+                note = (
+                    "one response without a valid token, every other one with advantage 0"
+                    if still
+                    else "logp = -1 on every valid token"
+                )
+                label = f"{_name(dtype)} {list(logp.shape)}, {note}; logp and {other} require grad"
+                calls.append(
+                    loss_call(logp, rollout, adv, mask, None, label, requires_grad=("logp", other), group=group)
+                )
     return calls
+
+
+def _unit_logp_batch(g: torch.Generator, dtype: torch.dtype, still: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """logp, rollout_logp, bool mask, advantages at a shape drawn from `g`: 2^k valid tokens, left-aligned,
+    logp = -1 on each, ratios inside and outside the default interval (at least one inside), finite padding
+    whose ratio no interval keeps, advantages of +-0.5, 1 or 2. Every response has a valid token, except, when
+    `still`, one response that has none and keeps its advantage while every other advantage is 0."""
+    rows = _randint(g, 4, 12)
+    cols = _randint(g, rows + 1, 240 // rows)  # one of about 300 shapes
+    valid = 2 ** int(math.log2(rows * cols * 3 // 4))
+    lengths = torch.ones(rows, dtype=torch.long)
+    empty = _randint(g, 0, rows - 1) if still else None
+    if empty is not None:
+        lengths[empty] = 0
+    while int(lengths.sum()) < valid:
+        room = ((lengths < cols) & (lengths > 0)).nonzero().flatten()
+        lengths[room[_randint(g, 0, len(room) - 1)]] += 1
+    mask = torch.arange(cols)[None, :] < lengths[:, None]  # [B, L]
+    inside = torch.rand(rows, cols, generator=g, dtype=F64) * 0.3 + 0.85  # [B, L], within (0.8, 1.2)
+    outside = torch.where(torch.rand(rows, cols, generator=g) < 0.5, inside - 0.45, inside + 0.45)
+    ratio = torch.where(torch.rand(rows, cols, generator=g) < 0.6, inside, outside)
+    ratio[0 if empty != 0 else 1, 0] = inside[0, 0]
+    logp = torch.full((rows, cols), -1.0, dtype=F64)
+    pad = PAD_OUTSIDE * (1 - 2 * ((torch.arange(rows)[:, None] + torch.arange(cols)[None, :]) % 2))  # [B, L]
+    rollout = torch.where(mask, logp - torch.log(ratio), logp - pad)
+    scale = torch.tensor([0.5, 1.0, 2.0], dtype=F64)[torch.randint(0, 3, (rows,), generator=g)]
+    adv = torch.where(torch.rand(rows, generator=g) < 0.5, -scale, scale)
+    if empty is not None:
+        adv = torch.where(torch.arange(rows) == empty, adv, torch.zeros((), dtype=F64))
+    return logp.to(dtype), rollout.to(dtype), mask, adv.to(dtype)
 
 
 def both_signs_rejected(g: torch.Generator) -> list[Call]:
