@@ -476,9 +476,11 @@ def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
         logp, rollout, mask, adv = random_batch(g, (4, 5), dtype)
         row = _randint(g, 0, 3)
         mask[row] = False
-        logp[row], rollout[row] = math.nan, math.nan
+        # the row's padding is finite and no interval keeps it: NaN padding is the padding checks' business, so a
+        # loss that multiplies NaN padding by the mask fails there, and here only if the advantage reaches it
+        logp[row] = rollout[row] + PAD_OUTSIDE
         adv[row] = math.nan
-        label = f"{_name(dtype)} [4, 5], row {row} has no valid token and advantage NaN"
+        label = f"{_name(dtype)} [4, 5], row {row} has no valid token (finite padding) and advantage NaN"
         # the loss alone: the row's zero weights are the padding checks' business
         calls.append(loss_call(logp, rollout, adv, mask, None, label))
     return by_reach(calls)
