@@ -421,14 +421,13 @@ def changed_inputs(sent: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[s
 
 
 def _same_bits(now: torch.Tensor, before: Any) -> bool:
-    if type(before) is not torch.Tensor or (now.dtype, now.size(), now.stride()) != (
-        before.dtype,
-        before.size(),
-        before.stride(),
-    ):
-        return False
-    # bytes, not values: NaN equals itself here and -0.0 differs from 0.0; the judge decides what counts as a change
-    return torch.equal(_bytes(now), _bytes(before))
+    """Bytes, not values: NaN equals itself here and -0.0 differs from 0.0; the judge decides what counts as a
+    change."""
+    return type(before) is torch.Tensor and _layout(now) == _layout(before) and torch.equal(_bytes(now), _bytes(before))
+
+
+def _layout(tensor: torch.Tensor) -> tuple[torch.dtype, torch.Size, tuple[int, ...]]:
+    return tensor.dtype, tensor.size(), tensor.stride()
 
 
 def _bytes(tensor: torch.Tensor) -> torch.Tensor:

@@ -95,20 +95,20 @@ def loss_call(logp: Tensor, rollout: Tensor, adv: Tensor, mask: Tensor, clip: tu
 GRADIENT_ASPECTS: tuple[Any, ...] = ("type", "shape", "dtype", "backward", "grads")
 
 
-def by_gradient(calls: list[Call]) -> list[Call]:
-    """The calls with every loss call judged on its gradient, never on its value."""
-    return [replace(c, compare=GRADIENT_ASPECTS) if c.function == LOSS else c for c in calls]
-
-
 # What a loss call is judged on in a check whose clause is about what reaches the loss (non-finite padding, an
 # empty response's advantage): its gradient, and where its value is NaN or inf, but not its finite value, which is
 # the masked_loss clause's (a PPO-style surrogate -sum(m w A r) / N has this loss's gradient and another value).
 REACH_ASPECTS: tuple[Any, ...] = ("type", "shape", "finite", "backward", "grads")
 
 
-def by_reach(calls: list[Call]) -> list[Call]:
-    """The calls with every loss call judged on its gradient and on where its value is finite."""
-    return [replace(c, compare=REACH_ASPECTS) if c.function == LOSS else c for c in calls]
+def losses_judged_on(aspects: tuple[Any, ...], calls: list[Call]) -> list[Call]:
+    """The calls with every loss call judged on `aspects` alone."""
+    return [replace(c, compare=aspects) if c.function == LOSS else c for c in calls]
+
+
+def by_gradient(calls: list[Call]) -> list[Call]:
+    """The calls with every loss call judged on its gradient, never on its value."""
+    return losses_judged_on(GRADIENT_ASPECTS, calls)
 
 
 def random_batch(g: torch.Generator, shape: tuple[int, int], dtype: torch.dtype, spread: float = 0.25,
@@ -467,7 +467,7 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
             rollout = torch.where(mask, rollout, torch.tensor(pad_rollout, dtype=dtype))
             label = f"{_name(dtype)} [4, 6], padding logp={pad_logp}, rollout_logp={pad_rollout}"
             calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
-    return by_reach(calls)
+    return losses_judged_on(REACH_ASPECTS, calls)
 
 
 def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
@@ -483,7 +483,7 @@ def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
         label = f"{_name(dtype)} [4, 5], row {row} has no valid token (finite padding) and advantage NaN"
         # the loss alone: the row's zero weights are the padding checks' business
         calls.append(loss_call(logp, rollout, adv, mask, None, label))
-    return by_reach(calls)
+    return losses_judged_on(REACH_ASPECTS, calls)
 
 
 def _extreme_batch(g: torch.Generator, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor, float]:
