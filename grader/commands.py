@@ -209,8 +209,8 @@ def cmd_previews(args: argparse.Namespace) -> ExitCode:
 def cmd_validate(args: argparse.Namespace) -> ExitCode:
     problem = Problem(args.problem)
 
-    def grade(files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
-        return grade_many(problem, files, seed, problem.spec.limits, args.jobs, follow_through=follow_through)
+    def grade(files: list[Path], seed: int) -> list[Report]:
+        return grade_many(problem, files, seed, problem.spec.limits, args.jobs)
 
     ok = run_validation(problem, grade)
     return ExitCode.OK if ok else ExitCode.VALIDATION_FAILED

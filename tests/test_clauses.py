@@ -153,9 +153,9 @@ def test_a_score_off_its_declaration_is_a_finding() -> None:
     assert "with follow-through off scores 97.50" in finding.problem
 
 
-def test_declared_scores_grades_every_file_and_constructed_breaks_again_without_follow_through() -> None:
+def test_declared_scores_grades_every_file_once_and_reads_constructed_breaks_without_follow_through() -> None:
     """A fake grader: every file earns its declared score (a port with a known gap, the score recorded there),
-    except one that misses it by 5 points."""
+    except one that misses it by 5 points, and follow-through credited 3 of those points in a constructed file."""
     problem = Problem(PROBLEM)
     wrong: list[KnownWrong | Port] = [*problem.known_wrong(), *problem.ports()]
     kinds = {c.id: c.kind for c in problem.spec.clauses}
@@ -163,22 +163,33 @@ def test_declared_scores_grades_every_file_and_constructed_breaks_again_without_
     gapped = {p.path: p.declaration.known_gap.graded for p in problem.ports() if p.declaration.known_gap is not None}
     assert gapped, f"{PROBLEM} has no port with a known gap: this test no longer covers one"
     declared |= gapped
-    missing = wrong[0].path
-    asked: list[tuple[Path, bool | None]] = []
+    constructed = {k.path for k in wrong if all(kinds[c] in CONSTRUCTED_KINDS for c in k.breaks)}
+    missing, credited = wrong[0].path, sorted(constructed - {wrong[0].path})[0]
+    asked: list[Path] = []
 
-    def grade(files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
-        asked.extend((f, follow_through) for f in files)
-        scores = [declared[f] - (5.0 if f == missing else 0.0) for f in files]
-        return [cast(Report, SimpleNamespace(score=s, diagnosis=[])) for s in scores]
+    def report(path: Path) -> Report:
+        score = declared[path] - (5.0 if path == missing else 0.0)
+        credit = 3.0 if path == credited else 0.0
+        return cast(
+            Report,
+            SimpleNamespace(
+                score=score, diagnosis=[], follow_through=True, score_without_follow_through=lambda: score - credit
+            ),
+        )
+
+    def grade(files: list[Path], seed: int) -> list[Report]:
+        asked.extend(files)
+        return [report(f) for f in files]
 
     rows = declared_scores(problem, grade)
     assert [r.name for r in rows] == [k.path.name for k in wrong]
-    constructed = {k.path for k in wrong if all(kinds[c] in CONSTRUCTED_KINDS for c in k.breaks)}
-    assert {f for f, follow in asked if follow is False} == constructed
-    assert {f for f, follow in asked if follow is None} == set(declared)
+    assert sorted(asked) == sorted(declared)  # each file graded once
+    by_name = {r.name: r for r in rows}
+    assert {r.name for r in rows if r.strict is not None} == {p.name for p in constructed}
+    assert by_name[credited.name].strict == declared[credited] - 3.0
     findings = declared_findings(rows)
-    assert {f.subject for f in findings} == {missing.name}
-    assert len(findings) == (2 if missing in constructed else 1)
+    assert {f.subject for f in findings} == {missing.name, credited.name}
+    assert len([f for f in findings if f.subject == missing.name]) == (2 if missing in constructed else 1)
 
 
 def test_a_port_with_a_known_gap_is_held_to_the_score_recorded_there() -> None:

@@ -38,7 +38,7 @@ from grader.judge.diagnosis import MIN_SHARE
 from grader.judge.expectations import Expectations, run_series, single_threaded
 from grader.model.misconceptions import Misconception
 from grader.model.problem import Problem, list_problems, load_module
-from grader.model.report import Report
+from grader.model.report import Report, round_score
 from grader.model.spec import CheckSpec, DifferentialCheck, Limits, Tolerance
 from grader.model.verdicts import ExitCode, Status, Verdict
 from grader.worker.protocol import observe_call
@@ -74,7 +74,7 @@ class Proof:
         self.reference = problem.reference_dir / "reference.py"
         self.first_seed = problem.grading_seeds[0]
         self._scratch = scratch  # where the raising twins are written
-        self._reports: dict[tuple[Path, int, bool | None], Report] = {}
+        self._reports: dict[tuple[Path, int], Report] = {}
         self._sandboxed: dict[Path, Report] | None = None
         self._extras: dict[str, Path] | None = None
         self._wrong_findings: list[Finding] | None = None
@@ -83,14 +83,11 @@ class Proof:
     def expectations(self, seed: int) -> Expectations:
         return expectations_of(self.problem.id, seed)
 
-    def grade_many(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
+    def grade_many(self, files: list[Path], seed: int) -> list[Report]:
         """`validate`'s way of grading, each file's report kept for every later test that asks for it."""
-        options = {} if follow_through is None else {"follow_through": follow_through}
-        for file in dict.fromkeys(f for f in files if (f, seed, follow_through) not in self._reports):
-            (self._reports[(file, seed, follow_through)],) = grade_in_process(
-                self.problem, [file], self.expectations(seed), **options
-            )
-        return [self._reports[(f, seed, follow_through)] for f in files]
+        for file in dict.fromkeys(f for f in files if (f, seed) not in self._reports):
+            (self._reports[(file, seed)],) = grade_in_process(self.problem, [file], self.expectations(seed))
+        return [self._reports[(f, seed)] for f in files]
 
     def extra(self, name: str) -> Path:
         """The file `SANDBOXED_EXTRAS[name]` writes for this problem, in the proof's scratch folder."""
@@ -277,6 +274,23 @@ def test_known_wrong_solutions_and_ports_score_as_their_broken_clauses_declare(p
     assert not findings, "\n".join(f"{f.subject}: {f.problem}" for f in findings)
 
 
+def test_a_report_scores_without_follow_through_as_a_grade_with_it_off(proofs) -> None:
+    """What `validate` reads for the breaks that must hold by construction: each check's score less what follow-through
+    credited is that check's score in the same file graded with follow-through off."""
+    proof = proofs(PROBLEM)
+    credited = next(
+        k.path
+        for k in proof.problem.known_wrong()
+        if any(c.points_followed_through for c in proof.report(k.path).checks())
+    )
+    report = proof.report(credited)
+    (strict,) = grade_in_process(proof.problem, [credited], proof.expectations(proof.first_seed), follow_through=False)
+    assert {c.id: round_score(c.score - c.points_followed_through) for c in report.checks()} == {
+        c.id: c.score for c in strict.checks()
+    }
+    assert report.score_without_follow_through() == strict.score < report.score
+
+
 @pytest.mark.parametrize(("problem_id", "solution"), KNOWN_WRONG, ids=_ids(KNOWN_WRONG))
 def test_known_wrong_solution_gets_exactly_its_declared_verdicts(proofs, problem_id: str, solution: str) -> None:
     """It fails every check it must fail, none outside its may-fail list, and its misreading is diagnosed first."""
@@ -308,11 +322,9 @@ def test_validate_says_valid(
     but the reference and the known-wrong files tested above."""
     proof = proofs(problem_id)
 
-    def grade_many(
-        problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int, follow_through: bool | None = None
-    ) -> list[Report]:
+    def grade_many(problem: Problem, files: list[Path], seed: int, limits: Limits, jobs: int) -> list[Report]:
         assert (problem.id, limits, jobs) == (problem_id, problem.spec.limits, 2)  # the problem's own limits
-        return proof.grade_many(files, seed, follow_through)
+        return proof.grade_many(files, seed)
 
     monkeypatch.setattr(commands, "grade_many", grade_many)
     assert cli.main(["validate", "--problem", problem_id, "--jobs", "2"]) == ExitCode.OK, capsys.readouterr().out

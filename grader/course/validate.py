@@ -27,9 +27,9 @@ GAP_TOLERANCE = 0.1  # points a port with a known gap may stray from the score r
 
 
 class GradeMany(Protocol):
-    """Grades files on a seed; `follow_through` None means the problem's own setting."""
+    """Grades files on a seed, with the problem's own follow-through setting."""
 
-    def __call__(self, files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]: ...
+    def __call__(self, files: list[Path], seed: int) -> list[Report]: ...
 
 
 @dataclass(frozen=True)
@@ -127,15 +127,14 @@ class Declared:
 
 
 def declared_scores(problem: Problem, grade_many: GradeMany) -> list[Declared]:
-    """Every known-wrong solution and port graded on the first seed; those that break only conventions, precision,
-    validation or return types graded again with follow-through off."""
+    """Every known-wrong solution and port graded on the first seed; for those that break only conventions, precision,
+    validation or return types, also the score the same grade gives with follow-through off."""
     files = [(k.path, k.breaks) for k in problem.known_wrong()] + [(p.path, p.breaks) for p in problem.ports()]
     gaps = {p.path: p.declaration.known_gap for p in problem.ports()}
     seed = problem.grading_seeds[0]
     reports = grade_many([path for path, _ in files], seed)
     kinds = {c.id: c.kind for c in problem.spec.clauses}
     constructed = [path for path, breaks in files if all(kinds[c] in CONSTRUCTED_KINDS for c in breaks)]
-    strict = dict(zip(constructed, grade_many(constructed, seed, follow_through=False), strict=True))
     return [
         Declared(
             path.name,
@@ -143,11 +142,15 @@ def declared_scores(problem: Problem, grade_many: GradeMany) -> list[Declared]:
             problem.spec.declared_score(breaks),
             report.score,
             report.diagnosis[0].id if report.diagnosis else "",
-            strict[path].score if path in strict else None,
+            _without_follow_through(report) if path in constructed else None,
             gaps.get(path),
         )
         for (path, breaks), report in zip(files, reports, strict=True)
     ]
+
+
+def _without_follow_through(report: Report) -> float:
+    return report.score_without_follow_through() if report.follow_through else report.score
 
 
 def declared_findings(rows: list[Declared]) -> list[Finding]:
@@ -242,14 +245,13 @@ def run_validation(problem: Problem, grade_many: GradeMany) -> bool:
 
 
 def _remembered(grade_many: GradeMany) -> GradeMany:
-    """`grade_many` that grades each file once per seed and follow-through setting, however often it is asked."""
-    reports: dict[tuple[Path, int, bool | None], Report] = {}
+    """`grade_many` that grades each file once per seed, however often it is asked."""
+    reports: dict[tuple[Path, int], Report] = {}
 
-    def grade(files: list[Path], seed: int, follow_through: bool | None = None) -> list[Report]:
-        missing = list(dict.fromkeys(f for f in files if (f, seed, follow_through) not in reports))
+    def grade(files: list[Path], seed: int) -> list[Report]:
+        missing = list(dict.fromkeys(f for f in files if (f, seed) not in reports))
         if missing:
-            graded = grade_many(missing, seed, follow_through=follow_through)
-            reports.update(zip([(f, seed, follow_through) for f in missing], graded, strict=True))
-        return [reports[(f, seed, follow_through)] for f in files]
+            reports.update(zip([(f, seed) for f in missing], grade_many(missing, seed), strict=True))
+        return [reports[(f, seed)] for f in files]
 
     return grade

@@ -125,6 +125,7 @@ class Tally:
         groups = self.groups()
         total = len(groups)
         passed = sum(all(c.passed or id(c) in carried for c in group) for group in groups)
+        passed_alone = sum(all(c.passed for c in group) for group in groups)
         failures = [c for c in self.outcomes if not c.passed and id(c) not in carried]
         note = _follow_through_note(carried, credit.charged)
         if not failures:
@@ -139,6 +140,7 @@ class Tally:
             shown = evidence.learner_message if first.hidden else evidence.message
             learner = f"{head}First failure, case '{first.label}': {shown}{note}"
         score = round_score(check.points * passed / total) if total else 0.0
+        score_alone = round_score(check.points * passed_alone / total) if total else 0.0
         return CheckResult(
             id=check.id,
             title=check.title,
@@ -153,6 +155,7 @@ class Tally:
             visibility=check.visibility,
             cases_followed_through=len(carried),
             followed_through=sorted(set(carried.values())),
+            points_followed_through=round_score(score - score_alone),
         )
 
 

@@ -1,4 +1,4 @@
-"""The report model (`report.json`, schema_version 1) and its atomic writer."""
+"""The report model (`report.json`, see docs/report.md) and its atomic writer."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from grader.model.verdicts import Status, Verdict
 from grader.paths import PROJECT_ROOT
 from grader.text import MESSAGE_CHARS, STREAM_CHARS, clean, clean_line
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Model(BaseModel):
@@ -37,6 +37,7 @@ class CheckResult(Model):
     learner_message: str = ""  # the message with hidden inputs and expected values left out
     cases_followed_through: int = 0  # failing cases credited because a misreading charged elsewhere explains them
     followed_through: list[str] = []  # the misconceptions those cases follow through from
+    points_followed_through: float = 0.0  # the part of `score` those cases earned: without follow-through, the rest
     # whether the check ended before any worker of the submission was sent a hidden case: only then does its
     # duration tell nothing hidden (learner code that holds a hidden input can time itself to spell it out), so
     # learner-facing outputs show `duration_s` only when this holds
@@ -146,6 +147,11 @@ class Report(Model):
 
     def checks(self) -> list[CheckResult]:
         return [check for tier in self.tiers for check in tier.checks]
+
+    def score_without_follow_through(self) -> float:
+        """The score the same grade gives with follow-through off: the checks' scores less what it credited (the
+        cases' outcomes and the diagnosis do not depend on it, only which failing cases earn their points)."""
+        return score_sum(check.score - check.points_followed_through for check in self.checks())
 
 
 SCORE_DECIMALS = 2  # the one rounding rule: a check's score is rounded once, where it is computed
