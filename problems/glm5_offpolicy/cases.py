@@ -474,6 +474,11 @@ def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         logp, rollout, mask, adv = random_batch(g, (4, 5), dtype)
+        # every valid ratio inside the default interval: with nothing rejected, a denominator that counts only the
+        # kept tokens is N all the same (that is denominator_counts_rejected's business), and the loss's
+        # gradient here moves with the empty response's advantage alone
+        inside = (torch.rand(mask.shape, generator=g, dtype=F64) * 0.2 - 0.1).to(dtype)
+        rollout = torch.where(mask, logp - inside, rollout)
         row = _randint(g, 0, 3)
         mask[row] = False
         # the row's padding is finite and no interval keeps it: NaN padding is the padding checks' business, so a
