@@ -14,6 +14,7 @@ from grader.judge.expectations import (
     Expectations,
     _write,
     computation_files,
+    identical,
     load_cache_file,
     single_threaded,
 )
@@ -153,3 +154,31 @@ def test_a_first_run_says_each_stage_it_computes_once_and_a_cached_run_says_noth
     again.warm()
     again.misconception_observations(check.cases, 0)
     assert said == [], "a run that reads the cache says nothing"
+
+
+def test_observations_are_identical_only_when_every_byte_and_field_agrees() -> None:
+    """`identical` decides which misreadings' observations are compared with a learner's answer once: it must never
+    join two that a comparison could tell apart."""
+    x = torch.tensor([1.0, float("nan"), 0.0], dtype=torch.float64)
+    base = {"output": x, "grads": {"x": x * 2}, "requires_grad": False, "scale": 0.5}
+    assert identical(base, {**base, "output": x.clone(), "grads": {"x": x * 2}})  # NaN matches itself
+    assert not identical(base, {**base, "output": torch.tensor([1.0, float("nan"), -0.0], dtype=torch.float64)})
+    assert not identical(base, {**base, "output": x.to(torch.float32)})
+    assert not identical(base, {**base, "output": x.reshape(3, 1)})
+    assert not identical(base, {**base, "output": torch.stack([x, x], 1)[:, 0]})  # same values, other strides
+    assert not identical(base, {**base, "requires_grad": True})
+    assert not identical(base, {**base, "scale": -0.5})
+    assert not identical(base, {**base, "extra": None})
+    assert not identical({"output": [x, 1]}, {"output": (x, 1)})
+
+
+def test_misreadings_that_answer_alike_share_one_observation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERLEET_CACHE", str(tmp_path))
+    problem = Problem(PROBLEM)
+    cases = next(c.cases for c in problem.spec.checks if c.cases)
+    expectations = Expectations(problem, problem.grading_seeds[0])
+    shared = expectations.misconception_observations(cases, 0)
+    for mid, observation in shared.items():
+        for other, theirs in shared.items():
+            assert (observation is theirs) == identical(observation, theirs), (mid, other)
+    assert len({id(o) for o in shared.values()}) < len(shared)  # most misreadings answer case 0 as the reference

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Protocol
 
 import torch
@@ -300,16 +301,11 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
             theirs = ctx.misconception_observations(check, index)
             tolerances = ctx.tolerances()
             lowered = ctx.expected_float32(check, index, call) is not None
-            explained = tuple(
-                mid
-                for mid, obs in theirs.items()
-                if same_as(call.function, call.kwargs, got, obs, aspects, tolerances, lowered)
+            sent = (call.function, call.kwargs, got)
+            explained = _matching(
+                theirs, partial(same_as, *sent, aspects=aspects, tolerances=tolerances, lowered=lowered)
             )
-            failed_alike = tuple(
-                mid
-                for mid, obs in theirs.items()
-                if fails_alike(call.function, call.kwargs, got, obs, aspects, tolerances)
-            )
+            failed_alike = _matching(theirs, partial(fails_alike, *sent, aspects=aspects, tolerances=tolerances))
             form_only = bool(explained) and differs_only_in_form(
                 call.kwargs, got, ctx.expected(check, index, call), aspects, tolerances
             )
@@ -327,6 +323,16 @@ def check_differential(ctx: Context, check: CheckSpec) -> Tally:
     if "responds" in check.compare:
         _judge_responses(ctx, check, calls, answers, outcomes)
     return Tally([outcomes[i] for i in range(len(calls))])
+
+
+def _matching(theirs: dict[str, dict[str, Any]], matches: Callable[[dict[str, Any]], bool]) -> tuple[str, ...]:
+    """The misreadings whose observation `matches`, in declaration order, each shared observation asked once
+    (`Expectations.misconception_observations` shares the observations of misreadings that answer alike)."""
+    answers: dict[int, bool] = {}
+    for obs in theirs.values():
+        if id(obs) not in answers:
+            answers[id(obs)] = matches(obs)
+    return tuple(mid for mid, obs in theirs.items() if answers[id(obs)])
 
 
 def _judge_responses(

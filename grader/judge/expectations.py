@@ -12,6 +12,7 @@ import ast
 import contextlib
 import functools
 import hashlib
+import math
 import os
 import platform
 import threading
@@ -125,6 +126,7 @@ class Expectations:
         self._path = cache_dir() / problem.id / f"{cache_key(problem, seed)}.pt" if use_cache else None
         self._groups_read: set[str] = set()  # generators whose misconception observations were looked up on disk
         self._groups_unsaved: set[str] = set()
+        self._interned: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}  # see `misconception_observations`
         if self._path is not None and self._path.is_file():
             self._load(self._path)
 
@@ -261,7 +263,15 @@ class Expectations:
             return self._all_observations(source, name)[index]
 
     def misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]:
-        """What each declared misconception's solution observes on case `index` of generator `name`."""
+        """What each declared misconception's solution observes on case `index` of generator `name`. Misreadings
+        that observe the same (most answer as the reference does on most cases) share one observation object, so
+        that a judge matching a learner's answer against each compares each distinct answer once."""
+        with self._lock:
+            if (name, index) not in self._interned:
+                self._interned[(name, index)] = _interned(self._misconception_observations(name, index))
+            return self._interned[(name, index)]
+
+    def _misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]:
         with self._lock:
             found = {}
             self._read_group(name)
@@ -355,6 +365,33 @@ def in_float32(kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
         name: value.to(torch.float32) if type(value) is torch.Tensor and value.dtype == torch.float64 else value
         for name, value in kwargs.items()
     }
+
+
+def _interned(observations: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`observations` with those that are identical (see `identical`) replaced by one of them."""
+    distinct: list[dict[str, Any]] = []
+    found = {}
+    for mid, observation in observations.items():
+        found[mid] = next((kept for kept in distinct if identical(kept, observation)), observation)
+        if found[mid] is observation:
+            distinct.append(observation)
+    return found
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Whether two observations hold the same data: every tensor the same dtype, size, strides and bytes (NaN equal
+    to itself, -0.0 not to 0.0), every other value equal and of the same type."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is torch.Tensor:
+        return protocol.same_bits(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(identical(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a.hex() == b.hex() or (math.isnan(a) and math.isnan(b))
+    return bool(a == b)
 
 
 def load_cache_file(path: Path) -> Any:

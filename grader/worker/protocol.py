@@ -416,11 +416,11 @@ def changed_inputs(sent: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[s
     return {
         name: value.detach()
         for name, value in inputs.items()
-        if type(value) is torch.Tensor and not _same_bits(value.detach(), sent[name])
+        if type(value) is torch.Tensor and not same_bits(value.detach(), sent[name])
     }
 
 
-def _same_bits(now: torch.Tensor, before: Any) -> bool:
+def same_bits(now: torch.Tensor, before: Any) -> bool:
     """Bytes, not values: NaN equals itself here and -0.0 differs from 0.0; the judge decides what counts as a
     change."""
     return type(before) is torch.Tensor and _layout(now) == _layout(before) and torch.equal(_bytes(now), _bytes(before))
