@@ -12,7 +12,6 @@ import ast
 import contextlib
 import functools
 import hashlib
-import math
 import os
 import platform
 import threading
@@ -272,21 +271,19 @@ class Expectations:
             return self._interned[(name, index)]
 
     def _misconception_observations(self, name: str, index: int) -> dict[str, dict[str, Any]]:
-        with self._lock:
-            found = {}
-            self._read_group(name)
-            for misconception in self.problem.misconceptions:
-                source = f"misconception:{misconception.id}"
-                if f"{source}/{name}" not in self._observations:
-                    if not self._said_misreadings:  # one line for all case sets: they come a few at a time
-                        self._said_misreadings = True
-                        self._say(
-                            f"{self.problem.id}: computing the known misreadings' answers where cases fail (once)"
-                        )
-                    self._dirty = True
-                    self._groups_unsaved.add(name)
-                found[misconception.id] = self._all_observations(source, name)[index]
-            return found
+        """Each misreading's own observation of the case, computed where the cache lacks it; under the lock."""
+        found = {}
+        self._read_group(name)
+        for misconception in self.problem.misconceptions:
+            source = f"misconception:{misconception.id}"
+            if f"{source}/{name}" not in self._observations:
+                if not self._said_misreadings:  # one line for all case sets: they come a few at a time
+                    self._said_misreadings = True
+                    self._say(f"{self.problem.id}: computing the known misreadings' answers where cases fail (once)")
+                self._dirty = True
+                self._groups_unsaved.add(name)
+            found[misconception.id] = self._all_observations(source, name)[index]
+        return found
 
     def combination_observation(
         self, ids: tuple[str, ...], name: str, index: int, fitted: Fitted = ()
@@ -390,7 +387,7 @@ def identical(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float):
-        return a.hex() == b.hex() or (math.isnan(a) and math.isnan(b))
+        return bool(a.hex() == b.hex())  # every NaN is 'nan', and -0.0 is not 0.0
     return bool(a == b)
 
 
