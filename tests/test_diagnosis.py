@@ -39,6 +39,37 @@ def test_a_misreading_is_charged_only_where_an_owner_check_sees_it() -> None:
     assert finding.checks == ("oracle", "ddof") and finding.owners_charged == ("ddof",)
 
 
+def test_a_misreading_is_named_for_every_failure_of_one_owner_check_answered_alike() -> None:
+    # bessel explains 2 of 12 failing cases: under a quarter, and under half of its two owners' failures together,
+    # but every failure of `ddof` (the failures of `ddof_small` are another departure's)
+    bessel = Misconception(id="bessel", solution="b.py", owners=["ddof", "ddof_small"], explanation="G, not G - 1.")
+    rest = [Explained("ddof_small", ())] * 3 + [Explained("oracle", ())] * 7
+    (finding,) = diagnose([Explained("ddof", ("bessel",))] * 2 + rest, [bessel])
+    assert finding.held_back and finding.owners_charged == ("ddof",)
+    assert not diagnose([Explained("ddof", ("bessel",)), Explained("ddof", ())] + rest, [bessel])  # 1 of 2
+    assert not diagnose([Explained("ddof", ("bessel",))] + rest, [bessel])  # one case is too little
+    # raising as it raises, or a toy's series, is too little too
+    assert not diagnose([Explained("ddof", ("bessel",), ("bessel",))] * 2 + rest, [bessel])
+    assert not diagnose([Explained("ddof", ("bessel",), series=True)] * 2 + rest, [bessel])
+
+
+def test_a_combination_lends_its_quarter_only_when_every_member_carries() -> None:
+    # bessel alone explains 2 of 13; with batch, 2 more: 4 of 13 is a quarter, but batch, named for its one owner
+    # check, explains 3 of 13 (under a quarter), so the cases they explain together count for neither
+    both = ("bessel", "batch")
+    failing = (
+        [Explained("ddof", ("bessel",))] * 2
+        + [Explained("oracle", both, together=both)] * 2
+        + [Explained("per_group", ("batch",))]
+        + [Explained("oracle", ())] * 8
+    )
+    findings = {f.misconception.id: f for f in diagnose(failing, [BESSEL, BATCH])}
+    assert findings["bessel"].held_back and findings["batch"].held_back
+    # one more case of batch's own makes it carry, and then the shared cases count for both
+    carried = {f.misconception.id: f for f in diagnose(failing[:-1] + [Explained("x", ("batch",))], [BESSEL, BATCH])}
+    assert not carried["bessel"].held_back and not carried["batch"].held_back
+
+
 def test_more_explained_cases_rank_first() -> None:
     failing = [Explained("ddof", ("bessel",)), Explained("per_group", ("batch",)), Explained("x", ("batch",))]
     assert [f.misconception.id for f in diagnose(failing, [BESSEL, BATCH])] == ["batch", "bessel"]

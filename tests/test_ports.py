@@ -93,6 +93,7 @@ def test_no_port_grades_lower_than_when_it_was_written(problem_id: str) -> None:
 # (verl's NaN advantage reaches only the gradient, as `nan_advantage_in_backward` does, in both cases of the check
 # that varies it alone, but its 16 oracle empty-response cases fail for four departures at once and outweigh them).
 DIAGNOSED = (
+    "glm5_offpolicy",
     "ppo_clip_loss",
     "grpo_advantages",
     "routed_gates",
@@ -113,6 +114,15 @@ UNNAMED = {
         "padding_ignored",
         "padding_zeroed",
     },
+    # OpenRLHF's empty mask is NaN over finite padding and zero over NaN padding, so the unguarded denominator (NaN
+    # on every empty mask) is contradicted by the cases it passes
+    "glm5_offpolicy:openrlhf": {"empty_mask"},
+    # slime's empty mask fails only over NaN padding, which the padding misreading it is charged with explains; its
+    # empty response's NaN advantage fails in a loss whose value is the PPO surrogate at ratio 1, a pair not searched
+    "glm5_offpolicy:slime": {"empty_mask", "empty_row_advantage"},
+    # its float64-mask calls fail for the promoted dtype and, at once, for its survivors-only denominator or its
+    # log-space bounds: no combination found answers so
+    "glm5_offpolicy:verl": {"mask_dtypes"},
     # OpenRLHF clamps log r to [-20, 20] before the mask multiplies: inf padding becomes finite and only NaN spreads,
     # which no padding misreading does
     "ppo_clip_loss:openrlhf": {"padding_ignored"},

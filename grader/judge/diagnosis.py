@@ -21,7 +21,7 @@ device or a graph flag) carries no value credit into T1-T3: there it credits onl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from grader.model.misconceptions import Misconception
@@ -31,11 +31,15 @@ from grader.model.misconceptions import Misconception
 # few cases by accident (a zero where that misreading also gives zero), and must earn nothing by it.
 MIN_SHARE = 0.25
 # A misreading explaining a smaller share is named still when it explains this share of the failing cases of the
-# checks that own it (those no other misreading explains without it): a port that departs in four places loses most
-# cases to one departure, and the others are real departures all the same, each seen where its own clause is tested.
-# Named so, it is charged in its owners but carries nothing forward (it is *held back*): too few failures are its
-# own to say what else it caused.
+# checks that own it, or every failing case of one of them (those no other misreading explains without it): a port
+# that departs in four places loses most cases to one departure, and the others are real departures all the same,
+# each seen where its own clause is tested. Named so, it is charged in its owners but carries nothing forward (it is
+# *held back*): too few failures are its own to say what else it caused.
 OWNER_SHARE = 0.5
+# Every failing case of one owner check names it when there are at least this many, each answered as the misreading
+# answers: one case is too little to name it by, and so are raising alike (a starter's NotImplementedError fails
+# wherever a misreading raises) and a toy's series (a trivial answer's flat curve is some misreading's too).
+OWNER_EVIDENCE = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Explained:
     form_only: bool = False
     points: float = 1.0  # what the case costs the learner
     together: tuple[str, ...] = ()  # misreadings that explain it only when held together (`combinations`)
+    series: bool = False  # a toy's series: one observation of a whole experiment
 
 
 @dataclass(frozen=True)
@@ -73,23 +78,15 @@ def diagnose(
     passes them does not hold it); declaration order breaks ties. Only those a greedy cover of the failing cases
     takes are kept: one that explains nothing the better ones leave unexplained adds nothing."""
     contradicted = contradicted or {}
+    carrying = _carrying(failing, misconceptions)
     findings = []
     for misconception in misconceptions:
         touched = [case for case in failing if misconception.id in case.misconceptions]
         checks = tuple(dict.fromkeys(case.check for case in touched))
         owners_charged = tuple(check for check in checks if check in misconception.owners)
         explained, against = len(touched), contradicted.get(misconception.id, 0)
-        # an owner case that another misreading explains without it (a wrong ratio in a padded batch with finite
-        # padding) is no evidence against it
-        in_owners = [
-            case
-            for case in failing
-            if case.check in misconception.owners
-            and (misconception.id in case.misconceptions or not case.misconceptions)
-        ]
-        owned = sum(case.check in misconception.owners for case in touched)
-        carries = explained >= MIN_SHARE * len(failing)
-        if owners_charged and (carries or owned >= OWNER_SHARE * len(in_owners)) and explained > against:
+        carries = misconception.id in carrying
+        if owners_charged and (carries or _owns_a_check(misconception, failing)) and explained > against:
             points = sum(case.points for case in touched)
             findings.append(
                 Finding(misconception, explained, len(failing), checks, owners_charged, against, points, not carries)
@@ -116,6 +113,48 @@ def diagnose(
             covered |= explains[finding.misconception.id]
             pool.remove(finding)
     return sorted(kept, key=lambda f: (-worth(f, explains[f.misconception.id]), order[f.misconception.id]))
+
+
+def _carrying(failing: list[Explained], misconceptions: Sequence[Misconception]) -> set[str]:
+    """The misreadings that explain `MIN_SHARE` of the failing cases, counting a case a combination explains only
+    when every member of it carries too: a departure named for its owner checks alone must not lend its partner the
+    cases they explain together, or a trivial answer that matches both by accident would carry through the partner.
+    The largest such set: members are dropped until every one left carries by the cases that remain."""
+    carrying = {m.id for m in misconceptions}
+    while True:
+        kept = {
+            mid
+            for mid in carrying
+            if sum(mid in case.misconceptions and set(case.together) <= carrying for case in failing)
+            >= MIN_SHARE * len(failing)
+        }
+        if kept == carrying:
+            return kept
+        carrying = kept
+
+
+def _owns_a_check(misconception: Misconception, failing: list[Explained]) -> bool:
+    """Whether it explains `OWNER_SHARE` of the failing cases of its owner checks together, or answers as it does in
+    every failing case of one owner check that is not a toy's (at least `OWNER_EVIDENCE` of them). Cases another
+    misreading explains without it are left out (a wrong ratio in a padded batch with finite padding says nothing
+    about how the padding is handled)."""
+    mid = misconception.id
+
+    def relevant(checks: Collection[str]) -> list[Explained]:
+        return [c for c in failing if c.check in checks and (mid in c.misconceptions or not c.misconceptions)]
+
+    owned = relevant(misconception.owners)
+    if sum(mid in c.misconceptions for c in owned) >= OWNER_SHARE * len(owned):
+        return True
+    for check in misconception.owners:
+        cases = relevant({check})
+        if (
+            len(cases) >= OWNER_EVIDENCE
+            and not any(c.series for c in cases)
+            and all(mid in c.misconceptions and mid not in c.failures for c in cases)
+        ):
+            return True
+    return False
 
 
 def _partners(finding: Finding, pool: list[Finding], failing: list[Explained]) -> list[Finding]:

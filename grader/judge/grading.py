@@ -357,6 +357,7 @@ def _failing_cases(runs: Iterable[CheckRun]) -> list[Explained]:
             case.form_only,
             points,
             case.combined,
+            run.check.kind == "experiment",
         )
         for run in runs
         if run.tally is not None
