@@ -118,7 +118,8 @@ UNNAMED = {
     # on every empty mask) is contradicted by the cases it passes
     "glm5_offpolicy:openrlhf": {"empty_mask"},
     # slime's empty mask fails only over NaN padding, which the padding misreading it is charged with explains; its
-    # empty response's NaN advantage fails in a loss whose value is the PPO surrogate at ratio 1, a pair not searched
+    # empty response's NaN advantage fails in a loss whose value is the PPO surrogate at ratio 1: no combination found
+    # answers so
     "glm5_offpolicy:slime": {"empty_mask", "empty_row_advantage"},
     # its float64-mask calls fail for the promoted dtype and, at once, for its survivors-only denominator or its
     # log-space bounds: no combination found answers so
