@@ -87,11 +87,7 @@ def test_no_port_grades_lower_than_when_it_was_written(problem_id: str) -> None:
     assert not lower, lower
 
 
-# The problems whose ports diagnosis is held to; glm5_offpolicy's leave up to three declared departures each
-# unnamed, more than a list here should carry: each port's surrogate value fails every oracle case, its padding, NaN
-# advantages and denominator fail the same cases, and no combination the bounded search tries answers as they do
-# (verl's NaN advantage reaches only the gradient, as `nan_advantage_in_backward` does, in both cases of the check
-# that varies it alone, but its 16 oracle empty-response cases fail for four departures at once and outweigh them).
+# The problems whose ports diagnosis is held to: every problem.
 DIAGNOSED = (
     "glm5_offpolicy",
     "ppo_clip_loss",

@@ -78,7 +78,7 @@ def diagnose(
     passes them does not hold it); declaration order breaks ties. Only those a greedy cover of the failing cases
     takes are kept: one that explains nothing the better ones leave unexplained adds nothing."""
     contradicted = contradicted or {}
-    carrying = _carrying(failing, misconceptions)
+    carrying = _carrying(failing)
     findings = []
     for misconception in misconceptions:
         touched = [case for case in failing if misconception.id in case.misconceptions]
@@ -115,12 +115,12 @@ def diagnose(
     return sorted(kept, key=lambda f: (-worth(f, explains[f.misconception.id]), order[f.misconception.id]))
 
 
-def _carrying(failing: list[Explained], misconceptions: Sequence[Misconception]) -> set[str]:
+def _carrying(failing: list[Explained]) -> set[str]:
     """The misreadings that explain `MIN_SHARE` of the failing cases, counting a case a combination explains only
     when every member of it carries too: a departure named for its owner checks alone must not lend its partner the
     cases they explain together, or a trivial answer that matches both by accident would carry through the partner.
     The largest such set: members are dropped until every one left carries by the cases that remain."""
-    carrying = {m.id for m in misconceptions}
+    carrying = candidates(failing)
     while True:
         kept = {
             mid
