@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -19,7 +18,7 @@ from grader.course.validate import (
     declared_scores,
 )
 from grader.model.known_wrong import KnownWrong, load_declaration
-from grader.model.ports import KnownGap, Port, load_ports
+from grader.model.ports import Port, load_ports
 from grader.model.problem import Problem, list_problems
 from grader.model.report import Report
 from grader.model.spec import CONSTRUCTED_KINDS, SpecError, load_spec
@@ -154,15 +153,12 @@ def test_a_score_off_its_declaration_is_a_finding() -> None:
 
 
 def test_declared_scores_grades_every_file_once_and_reads_constructed_breaks_without_follow_through() -> None:
-    """A fake grader: every file earns its declared score (a port with a known gap, the score recorded there),
-    except one that misses it by 5 points, and follow-through credited 3 of those points in a constructed file."""
+    """A fake grader: every file earns its declared score, except one that misses it by 5 points, and follow-through
+    credited 3 of those points in a constructed file."""
     problem = Problem(PROBLEM)
     wrong: list[KnownWrong | Port] = [*problem.known_wrong(), *problem.ports()]
     kinds = {c.id: c.kind for c in problem.spec.clauses}
     declared = {k.path: problem.spec.declared_score(k.breaks) for k in wrong}
-    gapped = {p.path: p.declaration.known_gap.graded for p in problem.ports() if p.declaration.known_gap is not None}
-    assert gapped, f"{PROBLEM} has no port with a known gap: this test no longer covers one"
-    declared |= gapped
     constructed = {k.path for k in wrong if all(kinds[c] in CONSTRUCTED_KINDS for c in k.breaks)}
     missing, credited = wrong[0].path, sorted(constructed - {wrong[0].path})[0]
     asked: list[Path] = []
@@ -190,11 +186,3 @@ def test_declared_scores_grades_every_file_once_and_reads_constructed_breaks_wit
     findings = declared_findings(rows)
     assert {f.subject for f in findings} == {missing.name, credited.name}
     assert len([f for f in findings if f.subject == missing.name]) == (2 if missing in constructed else 1)
-
-
-def test_a_port_with_a_known_gap_is_held_to_the_score_recorded_there() -> None:
-    gap = KnownGap(graded=45.61, why="partial credit in the checks of its broken clauses")
-    held = Declared("port.py", frozenset({"masked_loss"}), 42.0, 45.61, "", None, gap)
-    assert declared_findings([held]) == []  # 3.61 from its declaration, as recorded
-    (moved,) = declared_findings([replace(held, graded=44.0)])
-    assert moved.problem == "scores 44.00, not the 45.61 its known gap records"

@@ -20,7 +20,6 @@ LIBRARIES = frozenset({"slime", "verl", "OpenRLHF", "TRL", "Megatron-Core", "tra
 FIELDS = frozenset(
     {"library", "repository", "commit", "file", "lines", "reproduces", "departures", "breaks", "score_before"}
 )
-OPTIONAL_FIELDS = frozenset({"known_gap"})
 COMMIT = re.compile(r"[0-9a-f]{40}")
 MIN_PORTS = 3  # conventions of at least three libraries per problem
 NOISE = 0.5  # points a port may lose to the rounding of a noisy toy before the guard calls it a regression
@@ -51,9 +50,7 @@ def test_every_problem_has_ports_of_several_libraries(problem_id: str) -> None:
 @pytest.mark.parametrize(("problem_id", "path"), PORTS, ids=[f"{p}:{f.stem}" for p, f in PORTS])
 def test_a_port_declares_its_library_commit_and_departures(problem_id: str, path: Path) -> None:
     declared = _declaration(path)
-    assert FIELDS <= set(declared) <= FIELDS | OPTIONAL_FIELDS, sorted(set(declared) ^ FIELDS)
-    if "known_gap" in declared:  # the score it earns and why it strays from the declared one
-        assert set(declared["known_gap"]) == {"graded", "why"} and declared["known_gap"]["why"].strip()
+    assert set(declared) == FIELDS, sorted(set(declared) ^ FIELDS)
     assert declared["library"] in LIBRARIES
     assert COMMIT.fullmatch(declared["commit"]), declared["commit"]
     assert re.fullmatch(r"[\w.-]+/[\w.-]+", declared["repository"])
@@ -118,8 +115,9 @@ UNNAMED = {
     # answers so
     "glm5_offpolicy:slime": {"empty_mask", "empty_row_advantage"},
     # its float64-mask calls fail for the promoted dtype and, at once, for its survivors-only denominator or its
-    # log-space bounds: no combination found answers so
-    "glm5_offpolicy:verl": {"mask_dtypes"},
+    # log-space bounds: no combination found answers so; its log-space bounds keep an exact endpoint only where the
+    # logarithms round so, which neither the open nor the closed interval does on every endpoint
+    "glm5_offpolicy:verl": {"mask_dtypes", "strict_interval"},
     # OpenRLHF clamps log r to [-20, 20] before the mask multiplies: inf padding becomes finite and only NaN spreads,
     # which no padding misreading does
     "ppo_clip_loss:openrlhf": {"padding_ignored"},

@@ -15,7 +15,6 @@ from grader.course.authoring import misreading_findings, seed_findings
 from grader.course.catalog import catalog_errors, problem_specs
 from grader.course.coverage import reference_coverage
 from grader.model.misconceptions import Misconception
-from grader.model.ports import KnownGap
 from grader.model.problem import Problem
 from grader.model.report import Report
 from grader.model.spec import CONSTRUCTED_KINDS, SpecError
@@ -23,7 +22,6 @@ from grader.model.verdicts import Verdict
 
 MIN_SEEDS = 5
 DECLARED_TOLERANCE = 2.0  # points a graded score may stray from the score its broken clauses declare
-GAP_TOLERANCE = 0.1  # points a port with a known gap may stray from the score recorded there
 
 
 class GradeMany(Protocol):
@@ -123,14 +121,12 @@ class Declared:
     diagnosis: str  # the top diagnosis of its report, or ""
     # graded with follow-through off, for a file whose broken clauses must be charged by construction; else None
     strict: float | None = None
-    gap: KnownGap | None = None  # a port's recorded departure from its declared score
 
 
 def declared_scores(problem: Problem, grade_many: GradeMany) -> list[Declared]:
     """Every known-wrong solution and port graded on the first seed; for those that break only conventions, precision,
     validation or return types, also the score the same grade gives with follow-through off."""
     files = [(k.path, k.breaks) for k in problem.known_wrong()] + [(p.path, p.breaks) for p in problem.ports()]
-    gaps = {p.path: p.declaration.known_gap for p in problem.ports()}
     seed = problem.grading_seeds[0]
     reports = grade_many([path for path, _ in files], seed)
     kinds = {c.id: c.kind for c in problem.spec.clauses}
@@ -143,7 +139,6 @@ def declared_scores(problem: Problem, grade_many: GradeMany) -> list[Declared]:
             report.score,
             report.diagnosis[0].id if report.diagnosis else "",
             _without_follow_through(report) if path in constructed else None,
-            gaps.get(path),
         )
         for (path, breaks), report in zip(files, reports, strict=True)
     ]
@@ -158,12 +153,6 @@ def declared_findings(rows: list[Declared]) -> list[Finding]:
     findings = []
     for row in rows:
         charged = f"{row.declared:g} declared by breaking {', '.join(sorted(row.breaks)) or 'nothing'}"
-        if row.gap is not None:
-            if abs(row.graded - row.gap.graded) > GAP_TOLERANCE:
-                findings.append(
-                    Finding(row.name, f"scores {row.graded:.2f}, not the {row.gap.graded:g} its known gap records")
-                )
-            continue
         if abs(row.graded - row.declared) > DECLARED_TOLERANCE:
             top = f" (top diagnosis: {row.diagnosis})" if row.diagnosis else ""
             findings.append(Finding(row.name, f"scores {row.graded:.2f}, not {charged}{top}"))
@@ -180,8 +169,6 @@ def declared_table(problem: Problem, rows: list[Declared]) -> Table:
         strict = "" if row.strict is None else f"{row.strict:.2f}"
         off = abs(row.graded - row.declared) > DECLARED_TOLERANCE
         graded = f"[red]{row.graded:.2f}[/]" if off else f"{row.graded:.2f}"
-        if row.gap is not None:
-            graded = f"[yellow]{row.graded:.2f}[/] (known gap: {row.gap.why})"
         table.add_row(row.name, ", ".join(sorted(row.breaks)), f"{row.declared:g}", graded, strict, row.diagnosis)
     return table
 

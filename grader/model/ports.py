@@ -3,8 +3,7 @@
 `reference/<id>/ports/<stem>.py` is a solution a learner porting that library would write, and `<stem>.toml`
 beside it says where the convention comes from (repository, commit, file and lines), how it departs from the
 statement, the clauses those departures break, and the score the file earned before the charges were per clause.
-A port has no must-fail list: it is graded for its score, which must be the one its broken clauses declare, or,
-where a `known_gap` says why it is not, the score recorded there.
+A port has no must-fail list: it is graded for its score, which must be the one its broken clauses declare.
 """
 
 from __future__ import annotations
@@ -21,13 +20,6 @@ from grader.model.spec import SpecError
 Library = Literal["slime", "verl", "OpenRLHF", "TRL", "Megatron-Core", "transformers", "NeMo-RL"]
 
 
-class KnownGap(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    graded: float = Field(ge=0, le=100)
-    why: str = Field(min_length=20, max_length=600)
-
-
 class PortDeclaration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,9 +33,6 @@ class PortDeclaration(BaseModel):
     departures: list[str] = []
     breaks: list[str] = []  # clause ids; empty when the port follows every clause it is graded on
     score_before: float = Field(ge=0)
-    # a port whose graded score is known to stray from its declared one: the score it earns and why, so that
-    # `validate` holds it to that score (any move shows) and prints the gap instead of hiding it
-    known_gap: KnownGap | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grader.author import as_one
 from grader.judge.cases import Call
 
 F32, F64 = torch.float32, torch.float64
@@ -221,7 +222,7 @@ def _family_calls(g: torch.Generator, family: Family) -> list[Call]:
 
 
 def random_padding(g: torch.Generator) -> list[Call]:
-    return _family_calls(g, "padding")
+    return as_one(_family_calls(g, "padding"), "padding")
 
 
 def random_empty_rows(g: torch.Generator) -> list[Call]:
@@ -229,7 +230,7 @@ def random_empty_rows(g: torch.Generator) -> list[Call]:
 
 
 def random_mask_dtypes(g: torch.Generator) -> list[Call]:
-    return _family_calls(g, "mask_dtypes")
+    return as_one(_family_calls(g, "mask_dtypes"), "mask dtypes")
 
 
 # ---------------------------------------------------------------- T0 contracts
@@ -350,19 +351,28 @@ def _exact_pair(d: Tensor) -> tuple[Tensor, Tensor]:
     return d.clone(), torch.zeros((), dtype=d.dtype)
 
 
-# Equal widths: which width goes with which bound is the separate_widths clause's business.
-ENDPOINT_WIDTHS = [(0.2, 0.2), (0.3, 0.3), (0.25, 0.25)]
+# Equal widths: which width goes with which bound is the separate_widths clause's business. A bound that float32
+# rounds into the interval is where a ratio compared in float64 keeps the rounded bound: the meeting of the open
+# interval and the dtype of the bounds, rounded_endpoints' own check. So exact_endpoints takes widths whose bounds
+# float32 rounds exactly or outward (float32 cases) and float32 rounds exactly or inward (float64 cases, where bounds
+# built in float32 would keep an outward-rounded one), and endpoint_sweep leaves every exact endpoint out.
+ENDPOINT_WIDTHS = {F32: [(0.1, 0.1), (0.35, 0.35), (0.25, 0.25)], F64: [(0.15, 0.15), (0.28, 0.28), (0.25, 0.25)]}
+SWEEP_WIDTHS = [(0.2, 0.2), (0.3, 0.3)]
+# float32's 0.8 lies above 0.8 and its 1.3 below 1.3: each is a ratio inside the interval of the exact bounds
+INWARD_ROUNDED = [((0.2, 0.2), "low"), ((0.3, 0.3), "high")]
 
 
-def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, float],
+def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, float], sides: str = "both",
                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """[B, L], every token valid (no padding: that is the padding check's business): log-ratios exactly on the
-    logs of both bounds and one float inside each, one token surely kept, the others at random ratios in
-    [0.5, 1.6], all at random positions, the others with random rollout log-probabilities, random advantages."""
+    logs of the bounds (`sides`: low, high or both) and one float inside each, one token surely kept, the others at
+    random ratios in [0.5, 1.6], all at random positions, the others with random rollout log-probabilities, random
+    advantages."""
     inf = torch.tensor(math.inf, dtype=dtype)
     d_low = exact_log(torch.tensor(1 - clip[0], dtype=dtype))
     d_high = exact_log(torch.tensor(1 + clip[1], dtype=dtype))
-    special = [d_low, torch.nextafter(d_low, inf), d_high, torch.nextafter(d_high, -inf)]
+    special = [d_low, torch.nextafter(d_low, inf)] if sides != "high" else []
+    special += [d_high, torch.nextafter(d_high, -inf)] if sides != "low" else []
     rows, cols = _randint(g, 2, 4), _randint(g, 4, 7)
     others = torch.log(torch.rand(rows * cols - len(special), generator=g, dtype=F64) * 1.1 + 0.5)
     others[0] = math.log(_uniform(g, 1 - clip[0] + 0.02, 1 + clip[1] - 0.02))  # one token surely kept
@@ -378,28 +388,38 @@ def _endpoint_batch(g: torch.Generator, dtype: torch.dtype, clip: tuple[float, f
 def exact_endpoints(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
-        for clip in ENDPOINT_WIDTHS:
+        for clip in ENDPOINT_WIDTHS[dtype]:
             logp, rollout, mask, adv = _endpoint_batch(g, dtype, clip)
             label = (f"{_name(dtype)} {list(logp.shape)}, widths {clip[0]:g}/{clip[1]:g}: ratios exactly on "
                      "1 - clip_low and 1 + clip_high, no padding")
             calls.append(weights_call(logp, rollout, mask, clip, label))
             calls.append(loss_call(logp, rollout, adv, mask, clip, label))
-    return by_gradient(calls)
+    return as_one(by_gradient(calls), "open interval")
+
+
+def rounded_endpoints(g: torch.Generator) -> list[Call]:
+    """float32 ratios exactly on a bound that float32 rounds into the interval: inside the exact bounds, on the
+    bounds as logp's dtype holds them, so rejected."""
+    calls = []
+    for clip, side in INWARD_ROUNDED:
+        logp, rollout, mask, adv = _endpoint_batch(g, F32, clip, side)
+        label = (f"float32 {list(logp.shape)}, widths {clip[0]:g}/{clip[1]:g}: ratios exactly on the float32 "
+                 f"{'1 - clip_low' if side == 'low' else '1 + clip_high'}, which float32 rounds inward, no padding")
+        calls.append(weights_call(logp, rollout, mask, clip, label))
+        calls.append(loss_call(logp, rollout, adv, mask, clip, label))
+    return as_one(by_gradient(calls), "inward-rounded bounds")
 
 
 def endpoint_sweep(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
-        for clip in ENDPOINT_WIDTHS[:2]:
+        for clip in SWEEP_WIDTHS:
             rows = []
             for bound in (1 - clip[0], 1 + clip[1]):
                 window = _ulp_neighbours(torch.log(torch.tensor(bound, dtype=dtype)), 64)  # [129]
-                # A ratio exactly on the bound is exact_endpoints' business, except where float32's rounding of
-                # the bound moves it inward: there a ratio widened to float64 is kept against the unrounded bound.
-                # (float64 has no wider dtype to misjudge it in.)
+                # a ratio exactly on the bound is exact_endpoints' and rounded_endpoints' business
                 rounded = float(torch.tensor(bound, dtype=dtype))
-                witness = dtype == F32 and (rounded > bound if bound < 1 else rounded < bound)
-                window = window[(torch.exp(window) != rounded) | witness][:120]  # [120]
+                window = window[torch.exp(window) != rounded][:120]  # [120]
                 rows.append(window[torch.randperm(len(window), generator=g)])
             logp = torch.stack(rows)  # [2, 120], each row in an order drawn from g
             rollout = torch.zeros_like(logp)
@@ -467,7 +487,7 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
             rollout = torch.where(mask, rollout, torch.tensor(pad_rollout, dtype=dtype))
             label = f"{_name(dtype)} [4, 6], padding logp={pad_logp}, rollout_logp={pad_rollout}"
             calls += [weights_call(logp, rollout, mask, None, label), loss_call(logp, rollout, adv, mask, None, label)]
-    return losses_judged_on(REACH_ASPECTS, calls)
+    return as_one(losses_judged_on(REACH_ASPECTS, calls), "non-finite padding")
 
 
 def empty_row_nan_advantage(g: torch.Generator) -> list[Call]:
@@ -522,32 +542,33 @@ def extreme_ratios(g: torch.Generator) -> list[Call]:
     return by_gradient(calls)
 
 
-def gradient_detached(g: torch.Generator) -> list[Call]:
-    """Which inputs receive gradient, never its values. Every valid token has logp = -1, where a ratio left
-    attached adds -A r logp / N to the explicit factor's -A r / N and cancels it exactly (advantages and 1 / N are
-    powers of two): a loss whose gradient flows through the weights gives logp none at all. Each batch is grouped
-    with a still one, where no input receives gradient: the responses with valid tokens have advantage 0, and one
-    response without any has an advantage that is not, over finite padding whose ratio no interval keeps. An answer
-    whose gradient reaches logp whatever the inputs (the input echoed back, the raw ratio with neither mask nor
-    interval) fails its group; both shapes are drawn per seed, so no public observation answers a graded call. One
-    constant input requires grad beside logp in each group: a function that cannot take a rollout_logp that
-    requires grad (it edits it in place) loses the rollout groups only."""
+def _constant_input(g: torch.Generator, other: str) -> list[Call]:
+    """Which inputs receive gradient, never its values, with `other` requiring grad beside logp; its calls count as
+    one case. Every valid token has logp = -1, where a ratio left attached adds -A r logp / N to the explicit
+    factor's -A r / N and cancels it exactly (advantages and 1 / N are powers of two): a loss whose gradient flows
+    through the weights gives logp none at all. Each batch comes with a still one, where no input receives
+    gradient: the responses with valid tokens have advantage 0, and one response without any has an advantage that
+    is not, over finite padding whose ratio no interval keeps. An answer whose gradient reaches logp whatever the
+    inputs (the input echoed back, the raw ratio with neither mask nor interval) fails; both shapes are drawn per
+    seed, so no public observation answers a graded call."""
     calls = []
     for dtype in DTYPES:
-        for other in ("rollout_logp", "advantages"):
-            group = f"stop-gradient {_name(dtype)} {other}"
-            for still in (False, True):
-                logp, rollout, mask, adv = _unit_logp_batch(g, dtype, still)
-                note = (
-                    "one response without a valid token, every other one with advantage 0"
-                    if still
-                    else "logp = -1 on every valid token"
-                )
-                label = f"{_name(dtype)} {list(logp.shape)}, {note}; logp and {other} require grad"
-                calls.append(
-                    loss_call(logp, rollout, adv, mask, None, label, requires_grad=("logp", other), group=group)
-                )
-    return calls
+        for still in (False, True):
+            logp, rollout, mask, adv = _unit_logp_batch(g, dtype, still)
+            note = "one response without a valid token, every other one with advantage 0" if still else (
+                "logp = -1 on every valid token")
+            label = f"{_name(dtype)} {list(logp.shape)}, {note}; logp and {other} require grad"
+            calls.append(loss_call(logp, rollout, adv, mask, None, label, requires_grad=("logp", other)))
+    return as_one(calls, f"{other} constant")
+
+
+def rollout_detached(g: torch.Generator) -> list[Call]:
+    """A function that cannot take a rollout_logp that requires grad (it edits it in place) fails here."""
+    return _constant_input(g, "rollout_logp")
+
+
+def advantages_detached(g: torch.Generator) -> list[Call]:
+    return _constant_input(g, "advantages")
 
 
 def _unit_logp_batch(g: torch.Generator, dtype: torch.dtype, still: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -629,7 +650,7 @@ def mixed_mask_dtype(g: torch.Generator) -> list[Call]:
         label = f"float32 logp with a {kind} mask"
         m = _mask_as(mask, kind)
         calls += [weights_call(logp, rollout, m, None, label), loss_call(logp, rollout, adv, m, None, label)]
-    return by_gradient(calls)
+    return as_one(by_gradient(calls), "mixed mask dtype")
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
@@ -718,7 +739,7 @@ def _value_errors(g: torch.Generator, family: str) -> list[Call]:
             calls.append(replace(partner, label=valid).as_partner())
         else:
             calls.append(Call(function, {**base, **_widths((width, width))}, valid, group=group).as_partner())
-    return _shuffled(calls, g)
+    return as_one(_shuffled(calls, g), f"bad {family}")
 
 
 def value_errors_shapes(g: torch.Generator) -> list[Call]:

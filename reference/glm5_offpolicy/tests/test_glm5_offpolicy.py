@@ -17,7 +17,7 @@ CORRECT = ["alice_loops", "bob_vectorized"]
 WRONG = {
     "carol_inclusive": "exact_endpoints",
     "dan_retained_mean": "denominator_counts_rejected",
-    "erin_grad_weights": "gradient_detached",
+    "erin_grad_weights": "rollout_detached",
 }
 
 
