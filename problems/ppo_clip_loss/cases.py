@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from grader.author import as_one
 from grader.judge.cases import Call
 
 F32, F64 = torch.float32, torch.float64
@@ -289,21 +290,23 @@ def contract_grad(g: torch.Generator) -> list[Call]:
 
 
 def empty_mask(g: torch.Generator) -> list[Call]:
-    """An empty mask under NaN padding, each grouped with an ordinary batch of the same options."""
+    """An empty mask over finite padding, each grouped with an ordinary batch of the same options. The padding is
+    finite: NaN and inf padding are padding_nan_inf's clause, so a mask multiplied into the loss passes here and a
+    denominator that divides 0 by 0 does not."""
     calls = []
     for dtype in DTYPES:
         for reduction, dual_clip in [("token_mean", None), ("seq_mean", 3.0), ("token_mean", 2.0)]:
             group = f"empty {_name(dtype)} {reduction} {dual_clip}"
             rows = int(torch.randint(3, 6, (), generator=g))
-            nan = torch.full((rows, 7), math.nan, dtype=dtype)
+            logp, rollout = (-3 * torch.rand(2, rows, 7, generator=g, dtype=F64)).to(dtype)
             advantages = torch.randn(rows, generator=g, dtype=F64).to(dtype)
-            empty = Batch(nan, nan.clone(), advantages, torch.zeros(rows, 7, dtype=torch.bool))
-            calls.append(loss_call(empty, "every token masked, padding NaN", dual_clip=dual_clip, reduction=reduction,
-                                   group=group))
+            empty = Batch(logp, rollout, advantages, torch.zeros(rows, 7, dtype=torch.bool))
+            calls.append(loss_call(empty, "every token masked, finite padding", dual_clip=dual_clip,
+                                   reduction=reduction, group=group))
             batch = _small(g, dtype, dual_clip=dual_clip, shape=(rows, 7))
             calls.append(loss_call(batch, "an ordinary batch", dual_clip=dual_clip, reduction=reduction,
                                    group=group).as_partner())
-    return calls
+    return as_one(calls, "empty mask")
 
 
 def mutation(g: torch.Generator) -> list[Call]:
@@ -372,7 +375,7 @@ def default_arguments(g: torch.Generator) -> list[Call]:
         calls.append(loss_call(batch, "dual_clip and reduction omitted", eps=(0.3, 0.3), dual_clip=OMIT,
                                reduction=OMIT))
         calls.append(loss_call(batch, "reduction omitted", eps=(0.2, 0.2), dual_clip=None, reduction=OMIT))
-    return calls
+    return as_one(calls, "defaults")
 
 
 def exact_log(bound: Tensor) -> Tensor:
@@ -428,7 +431,7 @@ def exact_clip_bounds(g: torch.Generator) -> list[Call]:
             for (i, t), item in zip([(0, 0), (1, 0)], (on_high, on_low), strict=True):
                 assert bool(batch.logp[i, t] - batch.old_logp[i, t] == item), "the exact log-ratio was rounded away"
             calls.append(loss_call(batch, "ratios exactly on both bounds", eps=eps, grad=()))
-    return calls
+    return as_one(calls, "clipfrac endpoints")
 
 
 DUAL_CLIPS = (2.0, 3.0, 5.0)
@@ -747,7 +750,7 @@ def value_errors(g: torch.Generator) -> list[Call]:
         good = Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid",
                     requires_grad=("logp",), backward=True, group=group).as_partner()
         calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]
-    return calls
+    return as_one(calls, "value errors")
 
 
 def float64_precision(g: torch.Generator) -> list[Call]:
