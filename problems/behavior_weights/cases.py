@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grader.author import as_one
 from grader.judge.cases import Call
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
@@ -181,7 +182,8 @@ def random_icepop(g: torch.Generator) -> list[Call]:
 def random_padded(g: torch.Generator) -> list[Call]:
     """Both modes on ragged batches: what varies is the padding alone, finite and owned by padding_zeroed."""
     calls = [c for mode in MODES for c in _random_configs(g, mode, padded=True)]
-    return calls[::2]  # every second configuration: half the batches of the formula checks, both modes and dtypes
+    # every second configuration: half the batches of the formula checks, both modes and dtypes
+    return as_one(calls[::2], "padding")
 
 
 # ---------------------------------------------------------------- T0 contracts
@@ -401,13 +403,14 @@ DEFAULT_GRID = [0.3, 0.45, 0.55, 0.9, 1.0, 1.5, 1.9, 2.1, 3.0, 6.0]
 
 def mode_defaults(g: torch.Generator) -> list[Call]:
     """Both bounds omitted or None."""
-    return _defaults(g, ({}, {"low": None, "high": None}))
+    return as_one(_defaults(g, ({}, {"low": None, "high": None})), "mode defaults")
 
 
 def defaults_each_bound(g: torch.Generator) -> list[Call]:
     """One bound given, the other omitted: the given one is honoured and the other takes its own default."""
     # high given, low omitted: the ICE-POP default low stays 0.5, not 1 / high
-    return _defaults(g, ({"low": None, "high": 1.6}, {"low": 0.4, "high": None}, {"high": 4.0}, {"low": 0.7}))
+    given = ({"low": None, "high": 1.6}, {"low": 0.4, "high": None}, {"high": 4.0}, {"low": 0.7})
+    return as_one(_defaults(g, given), "default bounds")
 
 
 def _defaults(g: torch.Generator, plan: tuple[Bounds, ...]) -> list[Call]:
@@ -440,7 +443,7 @@ def bounds_honoured(g: torch.Generator) -> list[Call]:
                 train, rollout, mask = _ratio_grid(BOUNDS_GRID, dtype, g)
                 label = f"{_name(dtype)}, {_bounds_text(bounds)}, ratios {BOUNDS_GRID}"
                 calls.append(call(train, rollout, mask, mode, bounds, label))
-    return calls
+    return as_one(calls, "separate bounds")
 
 
 def padding_nan_inf(g: torch.Generator) -> list[Call]:
@@ -456,7 +459,7 @@ def padding_nan_inf(g: torch.Generator) -> list[Call]:
                 rollout = torch.where(mask, rollout, torch.tensor(pad_rollout, dtype=dtype))
                 label = f"{_name(dtype)} [4, 6], padding train_logp={pad_train}, rollout_logp={pad_rollout}"
                 calls.append(call(train, rollout, mask, mode, bounds, label))
-    return calls
+    return as_one(calls, "non-finite padding")
 
 
 def _extreme_batch(g: torch.Generator, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, float]:
@@ -539,7 +542,7 @@ def mask_dtypes(g: torch.Generator) -> list[Call]:
             train, rollout, mask = random_batch(g, (3, 6), dtype, mode, neutral(mode), pad_value=NEUTRAL_PAD)
             label = f"{_name(dtype)} inputs with a {kind} mask"
             calls.append(call(train, rollout, _mask_as(mask, kind), mode, neutral(mode), label))
-    return calls
+    return as_one(calls, "mask dtypes")
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
