@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grader.author import as_one
 from grader.judge.cases import Call
 
 F32, F64, BF16, F16 = torch.float32, torch.float64, torch.bfloat16, torch.float16
@@ -195,7 +196,7 @@ def random_bias(g: torch.Generator) -> list[Call]:
             bias = draw_bias(g, experts, _uniform(g, 0.05, 0.5))
             logits = draw_logits(g, tokens, experts, top_k, dtype, "sigmoid", bias, _uniform(g, 0.5, 3.0))
             calls.append(gates_call(logits, top_k, score="sigmoid", bias=bias, hidden=True))
-    return calls
+    return as_one(calls, "bias")
 
 
 def random_scaling(g: torch.Generator) -> list[Call]:
@@ -264,7 +265,7 @@ def empty_tokens(g: torch.Generator) -> list[Call]:
         logits = draw_logits(g, _randint(g, 2, 5), experts, top_k, dtype, score, bias)
         calls.append(gates_call(logits, top_k, None, score, bias, note="the partner of a call with no token",
                                 group=group).as_partner())
-    return calls
+    return as_one(calls, "empty tokens")
 
 
 def mutation(g: torch.Generator) -> list[Call]:
@@ -280,7 +281,7 @@ def mutation(g: torch.Generator) -> list[Call]:
         calls.append(gates_call(logits, top_k, replay, "sigmoid", bias))
         strided = torch.stack([logits, logits], dim=2)[:, :, 0]  # [T, E], stride 2
         calls.append(gates_call(strided, top_k, score="sigmoid", note="strided logits"))
-    return calls
+    return as_one(calls, "mutation")
 
 
 # ---------------------------------------------------------------- T2 edge cases
@@ -306,7 +307,7 @@ def replay_overrides_topk(g: torch.Generator) -> list[Call]:
             logits = draw_logits(g, tokens, experts, top_k, dtype, score)
             replay = draw_replay(g, tokens, experts, top_k, avoid=selection_scores(logits, score, None))
             calls.append(gates_call(logits, top_k, replay, score, note="each row replays an expert outside the top-k"))
-    return calls
+    return as_one(calls, "replay overrides top-k")
 
 
 def replay_index_dtypes(g: torch.Generator) -> list[Call]:
@@ -320,7 +321,7 @@ def replay_index_dtypes(g: torch.Generator) -> list[Call]:
             replay = draw_replay(g, tokens, experts, top_k, avoid=selection_scores(logits, score, None))
             for index_dtype in (torch.int32, torch.int64):
                 calls.append(gates_call(logits, top_k, replay.to(index_dtype), score))
-    return calls
+    return as_one(calls, "replay index dtypes")
 
 
 def sigmoid_normalization(g: torch.Generator) -> list[Call]:
@@ -564,7 +565,7 @@ def default_arguments(g: torch.Generator) -> list[Call]:
             calls.append(gates_call(logits, top_k, score=OMIT))
         logits = draw_logits(g, _randint(g, 3, 7), _randint(g, 5, 9), 2, dtype, "sigmoid")
         calls.append(gates_call(logits, 2, score="sigmoid", note="no bias, no scaling"))
-    return calls
+    return as_one(calls, "defaults")
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
