@@ -17,6 +17,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from grader.author import as_one
 from grader.judge.cases import Call
 
 F32, F64, BF16, F16 = torch.float32, torch.float64, torch.bfloat16, torch.float16
@@ -415,7 +416,7 @@ def random_zero_slots(g: torch.Generator) -> list[Call]:
             rows, active = _shuffled(g, rows, _activity(g, n))
             calls.append(loss_call(assemble(rows, active, dtype), "random rows, head slots with q = 0", options,
                                    hidden=True))
-    return calls
+    return as_one(calls, "zero slots")
 
 
 def _below_tis_floor(low: float, row: Row) -> bool:
@@ -498,7 +499,7 @@ def mutation(g: torch.Generator) -> list[Call]:
             calls.append(loss_call(batch, note, options, requires_grad=()))
             strided = replace(batch, logits=batch.logits.t().contiguous().t())
             calls.append(loss_call(strided, note + ", column-major logits", options))
-    return calls
+    return as_one(calls, "mutation")
 
 
 # ---------------------------------------------------------------- T2 edge cases
@@ -676,7 +677,7 @@ def alpha_floors(g: torch.Generator) -> list[Call]:
         example = [worked_example_row(g) for _ in range(3)]
         options = Options("none", eps=FLOOR_EPS[dtype])
         calls.append(loss_call(assemble(example, [True] * 3, dtype), "p = (0.6, 0.4), q = (0.5, 0.5)", options))
-    return calls
+    return as_one(calls, "alpha floors")
 
 
 ZERO_SLOT_OPTIONS = (NONE, Options("tis", 0.0, 2.0), Options("mis", 0.5, 5.0), Options("mis", 0.2, 3.0),
@@ -695,7 +696,7 @@ def zero_q_slots(g: torch.Generator) -> list[Call]:
             vocab, k = _randint(g, 8, 20), _randint(g, 3, 5)
             rows = _rows(g, 4, partial(random_row, g, vocab, k, 0.5), dtype, options, every=_has_zero_slot)
             calls.append(loss_call(assemble(rows, [True] * 4, dtype), "head slots with q = 0", options))
-    return calls
+    return as_one(calls, "zero-q slots")
 
 
 SAMPLED_OPTIONS = (Options("tis", 0.0, 2.0), Options("tis", 0.0, 1.5), Options("mis", 0.5, 5.0),
@@ -836,7 +837,7 @@ def stop_gradient(g: torch.Generator) -> list[Call]:
             batch = _small(g, dtype, options, shape=(5, 10, 4))
             calls.append(loss_call(batch, "logits, rollout_logp, rollout_head_logp and advantages require grad",
                                    options, requires_grad=ALL_FLOATS))
-    return calls
+    return as_one(calls, "stop-gradient")
 
 
 PADDING_FILLS = {
@@ -882,7 +883,7 @@ def input_dtypes(g: torch.Generator) -> list[Call]:
         batch = assemble(rows, active, dtype, kind, other_dtype=other, id_dtype=id_dtype)
         note = f"{_name(id_dtype)} ids" + (", float64 rollout values and advantages" if other else "")
         calls.append(loss_call(batch, note, options))
-    return calls
+    return as_one(calls, "input dtypes")
 
 
 def thin_tail_row(g: torch.Generator, vocab: int, k: int, dtype: torch.dtype) -> Row:
@@ -911,7 +912,7 @@ def low_precision(g: torch.Generator) -> list[Call]:
             vocab, k = _randint(g, 8, 16), _randint(g, 2, 4)
             batch = _batch_of(g, partial(thin_tail_row, g, vocab, k, dtype), 5, dtype, options)
             calls.append(loss_call(batch, "1-3% of p in the tail", options))
-    return calls
+    return as_one(calls, "low precision")
 
 
 def non_contiguous(g: torch.Generator) -> list[Call]:
@@ -964,7 +965,7 @@ def _must_raise(g: torch.Generator, bad: _Bad, raising: list[tuple[str, dict[str
         good = Call(FUNCTION, fresh.kwargs(), f"{FUNCTION}: an ordinary batch is valid", group=group)
         groups.append([wrong, good] if bool(torch.rand(1, generator=g) < 0.5) else [good, wrong])
     # which positions must raise is drawn from the seed too
-    return [call for i in torch.randperm(len(groups), generator=g).tolist() for call in groups[i]]
+    return as_one([call for i in torch.randperm(len(groups), generator=g).tolist() for call in groups[i]], "errors")
 
 
 def errors_shapes(g: torch.Generator) -> list[Call]:
@@ -1065,7 +1066,7 @@ def valid_edges(g: torch.Generator) -> list[Call]:
     full = _rows(g, 3, partial(full_head_row, g, vocab), F64, NONE)
     calls.append(loss_call(assemble(full, [True] * 3, F64), "the head is the whole vocabulary (k = V)",
                            group="heads at both ends"))
-    return calls
+    return as_one(calls, "valid edges")
 
 
 # ---------------------------------------------------------------- T3: the toy's own inputs, graded by autograd
