@@ -119,8 +119,9 @@ UNNAMED = {
     # logarithms round so, which neither the open nor the closed interval does on every endpoint
     "glm5_offpolicy:verl": {"mask_dtypes", "strict_interval"},
     # OpenRLHF clamps log r to [-20, 20] before the mask multiplies: inf padding becomes finite and only NaN spreads,
-    # which no padding misreading does
-    "ppo_clip_loss:openrlhf": {"padding_ignored"},
+    # which no padding misreading does; its empty mask gives a NaN loss and a NaN clipfrac (0/0 in both), where the
+    # unguarded denominator's clipfrac stays 0
+    "ppo_clip_loss:openrlhf": {"empty_mask", "padding_ignored"},
     # no misreading takes OpenRLHF's defaults or zeroes padding as it does
     "behavior_weights:openrlhf": {"defaults_each_bound", "mode_defaults", "padding_zeroed"},
     # slime's padding is not zeroed the declared way; its ICE-POP low follows the TIS one
