@@ -555,8 +555,11 @@ def _constant_input(g: torch.Generator, other: str) -> list[Call]:
     for dtype in DTYPES:
         for still in (False, True):
             logp, rollout, mask, adv = _unit_logp_batch(g, dtype, still)
-            note = "one response without a valid token, every other one with advantage 0" if still else (
-                "logp = -1 on every valid token")
+            note = (
+                "one response without a valid token, every other one with advantage 0"
+                if still
+                else "logp = -1 on every valid token"
+            )
             label = f"{_name(dtype)} {list(logp.shape)}, {note}; logp and {other} require grad"
             calls.append(loss_call(logp, rollout, adv, mask, None, label, requires_grad=("logp", other)))
     return as_one(calls, f"{other} constant")
@@ -722,8 +725,7 @@ def _value_errors(g: torch.Generator, family: str) -> list[Call]:
     valid loss call requires grad). The valid call's widths are equal: which width goes with which bound is the
     separate_widths clause's business, and a partner is judged on answering only."""
     calls = []
-    for index, (function, label, change) in enumerate(_error_pairs(g, family)):
-        group = f"pair {index}"
+    for function, label, change in _error_pairs(g, family):
         batch = random_batch(g, (_randint(g, 2, 9), _randint(g, 25, 300)), F32)
         logp, rollout, mask, adv = batch
         base = {"logp": logp, "rollout_logp": rollout, "mask": mask}
@@ -731,14 +733,14 @@ def _value_errors(g: torch.Generator, family: str) -> list[Call]:
             base["advantages"] = adv
         shape = f"batch [{logp.shape[0]}, {logp.shape[1]}]"
         calls.append(Call(function, {**base, **_widths(None), **change(batch)},
-                          f"{function}: {label} ({shape}): must raise", group=group))
+                          f"{function}: {label} ({shape}): must raise"))
         width = round(_uniform(g, 0.05, 0.5), 3)
         valid = f"{function}: valid {shape}, widths {width:g}/{width:g}: must not raise"
         if function == LOSS:
-            partner = loss_call(logp, rollout, adv, mask, (width, width), "", group=group)
+            partner = loss_call(logp, rollout, adv, mask, (width, width), "")
             calls.append(replace(partner, label=valid).as_partner())
         else:
-            calls.append(Call(function, {**base, **_widths((width, width))}, valid, group=group).as_partner())
+            calls.append(Call(function, {**base, **_widths((width, width))}, valid).as_partner())
     return as_one(_shuffled(calls, g), f"bad {family}")
 
 

@@ -296,16 +296,14 @@ def empty_mask(g: torch.Generator) -> list[Call]:
     calls = []
     for dtype in DTYPES:
         for reduction, dual_clip in [("token_mean", None), ("seq_mean", 3.0), ("token_mean", 2.0)]:
-            group = f"empty {_name(dtype)} {reduction} {dual_clip}"
             rows = int(torch.randint(3, 6, (), generator=g))
             logp, rollout = (-3 * torch.rand(2, rows, 7, generator=g, dtype=F64)).to(dtype)
             advantages = torch.randn(rows, generator=g, dtype=F64).to(dtype)
             empty = Batch(logp, rollout, advantages, torch.zeros(rows, 7, dtype=torch.bool))
             calls.append(loss_call(empty, "every token masked, finite padding", dual_clip=dual_clip,
-                                   reduction=reduction, group=group))
+                                   reduction=reduction))
             batch = _small(g, dtype, dual_clip=dual_clip, shape=(rows, 7))
-            calls.append(loss_call(batch, "an ordinary batch", dual_clip=dual_clip, reduction=reduction,
-                                   group=group).as_partner())
+            calls.append(loss_call(batch, "an ordinary batch", dual_clip=dual_clip, reduction=reduction).as_partner())
     return as_one(calls, "empty mask")
 
 
@@ -741,14 +739,13 @@ def value_errors(g: torch.Generator) -> list[Call]:
     # nothing about a graded call
     for index in torch.randperm(len(raising), generator=g).tolist():
         label, change = raising[index]
-        group = f"errors {index}"
-        bad = Call(FUNCTION, {**base, **change}, f"{FUNCTION}: {label} must raise ValueError", group=group)
+        bad = Call(FUNCTION, {**base, **change}, f"{FUNCTION}: {label} must raise ValueError")
         ok_label, ok_change = valid[index % len(valid)]
         # the partner's shape is drawn where no public call's is, and its loss must carry logp's graph: an answer
         # copied from a public call cannot be connected to it
         fresh = _small(g, F32, dual_clip=3.0, shape=shape)
         good = Call(FUNCTION, {**base, **fresh.kwargs(), **ok_change}, f"{FUNCTION}: {ok_label} is valid",
-                    requires_grad=("logp",), backward=True, group=group).as_partner()
+                    requires_grad=("logp",), backward=True).as_partner()
         calls += [bad, good] if bool(torch.rand((), generator=g) < 0.5) else [good, bad]
     return as_one(calls, "value errors")
 

@@ -257,14 +257,13 @@ def empty_tokens(g: torch.Generator) -> list[Call]:
     for index, (dtype, score) in enumerate([(F32, "softmax"), (F64, "sigmoid"), (F32, "sigmoid"), (F64, "softmax")]):
         experts = _randint(g, 4, 9)
         top_k = _randint(g, 1, 3)
-        group = f"empty {index}"
         bias = draw_bias(g, experts) if score == "sigmoid" else None
         replay = torch.zeros(0, top_k, dtype=torch.int64) if index % 2 else None
         calls.append(gates_call(torch.zeros(0, experts, dtype=dtype), top_k, replay, score, bias,
-                                note="no token", group=group))
+                                note="no token"))
         logits = draw_logits(g, _randint(g, 2, 5), experts, top_k, dtype, score, bias)
-        calls.append(gates_call(logits, top_k, None, score, bias, note="the partner of a call with no token",
-                                group=group).as_partner())
+        partner = gates_call(logits, top_k, None, score, bias, note="the partner of a call with no token")
+        calls.append(partner.as_partner())
     return as_one(calls, "empty tokens")
 
 

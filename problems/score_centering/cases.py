@@ -957,12 +957,10 @@ def _must_raise(g: torch.Generator, bad: _Bad, raising: list[tuple[str, dict[str
     the group defeats an answer that always raises or is not the statement's function, and the valid call meets no
     convention's edge, so only a formula misreading, diagnosed and credited where it is not owned, fails it."""
     groups = []
-    for index, (label, change) in enumerate(raising):
-        group = f"errors {index}"
-        wrong = Call(FUNCTION, {**bad.batch.kwargs(), **change}, f"{FUNCTION}: {label} must raise ValueError",
-                     group=group)
+    for label, change in raising:
+        wrong = Call(FUNCTION, {**bad.batch.kwargs(), **change}, f"{FUNCTION}: {label} must raise ValueError")
         fresh = _small(g, F32, NONE, shape=(4, bad.vocab, bad.k))
-        good = Call(FUNCTION, fresh.kwargs(), f"{FUNCTION}: an ordinary batch is valid", group=group)
+        good = Call(FUNCTION, fresh.kwargs(), f"{FUNCTION}: an ordinary batch is valid")
         groups.append([wrong, good] if bool(torch.rand(1, generator=g) < 0.5) else [good, wrong])
     # which positions must raise is drawn from the seed too
     return as_one([call for i in torch.randperm(len(groups), generator=g).tolist() for call in groups[i]], "errors")
